@@ -1,0 +1,69 @@
+"""Shared figure style: print-readable sizes, Okabe-Ito colours, and a line style + marker per
+series so curves stay distinguishable in greyscale and for colour-blind readers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: report generation must never need a display
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Okabe & Ito (2008) colour-blind-safe palette; black first so the learned baseline is black,
+# yellow last because it prints poorly on white.
+OKABE_ITO = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442"]
+LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1))]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+HATCHES = ["", "//", "\\\\", "xx", "..", "--", "++", "oo"]
+BAND_ALPHA = 0.18
+RC = {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 7.5,
+      "xtick.labelsize": 8, "ytick.labelsize": 8, "lines.linewidth": 1.6, "lines.markersize": 4.5,
+      "axes.grid": True, "grid.alpha": 0.3, "savefig.dpi": 200, "savefig.bbox": "tight",
+      "pdf.fonttype": 42}  # embed TrueType so PDFs stay editable/searchable
+
+
+@dataclass
+class FigureFile:
+    stem: str
+    caption: str
+    files: list[Path] = field(default_factory=list)
+
+
+def style_context():
+    """Apply the print style to every figure made inside the ``with`` block (rcParams are read
+    when artists are created, so the whole figure must be built inside it)."""
+    return plt.rc_context(RC)
+
+
+def series_styles(names: list[str]) -> dict[str, dict]:
+    """Stable style per series name, in the given order (learned first => black solid circles)."""
+    return {name: {"color": OKABE_ITO[i % len(OKABE_ITO)], "linestyle": LINESTYLES[i % len(LINESTYLES)],
+                   "marker": MARKERS[i % len(MARKERS)], "hatch": HATCHES[i % len(HATCHES)]}
+            for i, name in enumerate(names)}
+
+
+def line_kwargs(style: dict) -> dict:
+    return {k: style[k] for k in ("color", "linestyle", "marker")}
+
+
+def new_figure(n_panels: int, panel_width: float = 3.3, height: float = 2.7, ncols_max: int = 3):
+    ncols = min(n_panels, ncols_max)
+    nrows = -(-n_panels // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_width * ncols, height * nrows), squeeze=False)
+    for ax in axes.flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n_panels])
+
+
+def save(fig, out_dir: Path, stem: str, caption: str) -> FigureFile:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = []
+    fig.tight_layout()
+    for ext in ("png", "pdf"):
+        path = out_dir / f"{stem}.{ext}"
+        fig.savefig(path)
+        files.append(path)
+    plt.close(fig)
+    return FigureFile(stem, caption, files)
