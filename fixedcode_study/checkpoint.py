@@ -21,17 +21,11 @@ from typing import Any, Mapping
 import torch
 from safetensors.torch import load_file, save_file
 
-from .codes import build_input
 from .errors import ConfigError
-from .model import Decoder, ModelConfig
+from .build import build_model
+from .model import Decoder
 
 FORMAT_VERSION = 1
-
-
-def build_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any]) -> Decoder:
-    """The one place a Decoder is assembled from configs (train, describe, evaluate, bench)."""
-    mcfg = ModelConfig.from_mapping(model_cfg)
-    return Decoder(mcfg, build_input(input_cfg, mcfg.vocab_size, mcfg.d_model, mcfg.init_std))
 
 
 def save_checkpoint(

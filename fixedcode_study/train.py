@@ -16,8 +16,10 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .checkpoint import build_model, save_checkpoint
-from .data import TokenDataModule, prepare
+from .batches import TokenDataModule
+from .build import build_model
+from .checkpoint import save_checkpoint
+from .data import prepare
 from .errors import ConfigError
 from .model import parameter_groups
 from .results import RESULTS_FILE, SCHEMA_VERSION, versions, write_json_atomic
