@@ -1,0 +1,109 @@
+"""End to end: the Hydra app trains real (tiny) models and writes complete, reproducible results."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixedcode_study.describe import compose_config
+from fixedcode_study.train import train_job
+
+TINY = ["model=test_micro", "train.tokens=16384", "train.val_every=8", "train.log_every=2", "train.val_batch_size=64"]
+REQUIRED = ["input", "seed", "model", "code_width", "params", "final", "tokens_seen", "train_seconds",
+            "tokens_per_second", "status", "overrides", "config", "input_props", "data", "checkpoint"]
+
+
+def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fixedcode_study.run", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def metric_rows(job: Path, metric: str) -> list[float]:
+    with open(job / "metrics.csv") as fh:
+        return [float(r["value"]) for r in csv.DictReader(fh) if r["metric"] == metric]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sweep")
+    proc = run_cli(["-m", "input=learned,binary16,gf2", *TINY, f"out_root={out}", "name=e2e"], cwd=out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out / "multirun" / "e2e"
+
+
+def test_multirun_writes_one_complete_result_per_job(sweep):
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    # directories are keyed by the sorted override set, not by time or job number
+    suffix = "," + ",".join(sorted(TINY))
+    assert [j.name for j in jobs] == [f"input={i}{suffix}" for i in ("binary16", "gf2", "learned")]
+    for job in jobs:
+        res = json.loads((job / "results.json").read_text())
+        assert res["status"] == "completed", res.get("error")
+        missing = [k for k in REQUIRED if k not in res]
+        assert not missing, missing
+        assert set(res["params"]) >= {"total", "trainable", "input_trainable", "body", "head"}
+        assert set(res["final"]) >= {"val_loss", "val_ppl", "val_bpb"}
+        assert res["tokens_seen"] == 16384 and res["model"] == "test_micro" and res["seed"] == 1
+        assert math.isclose(res["final"]["val_ppl"], math.exp(res["final"]["val_loss"]), rel_tol=1e-9)
+        assert res["params"]["input_trainable"] == (512 * 64 if res["input"] == "learned" else 0)
+        assert res["code_width"] == (None if res["input"] == "learned" else 16)
+        assert res["overrides"][0] == f"input={res['input']}" and job.name == res["job_key"]
+        ckpt = job / res["checkpoint"]
+        assert (ckpt / "model.safetensors").stat().st_size > 0 and (ckpt / "tokenizer.json").exists()
+        assert json.loads((ckpt / "config.json").read_text())["input"]["name"] == res["input"]
+    assert len(list(sweep.glob("input=gf2,*/gf2_matrix.json"))) == 1
+
+
+def test_training_reduces_loss_for_every_input(sweep):
+    for job in sweep.iterdir():
+        if not job.is_dir():
+            continue
+        train = metric_rows(job, "train/loss")
+        val = metric_rows(job, "val/loss")
+        assert len(train) >= 4 and len(val) >= 2
+        assert train[-1] < train[0] - 0.5, (job.name, train)
+        assert val[-1] < math.log(512) - 0.5, (job.name, val)
+
+
+def test_each_job_gets_its_own_offline_wandb_run(sweep):
+    run_ids = set()
+    for job in (p for p in sweep.iterdir() if p.is_dir()):
+        runs = list((job / "wandb").glob("offline-run-*"))
+        assert len(runs) == 1, (job.name, runs)
+        assert list(runs[0].glob("*.wandb")), "no offline W&B log written"
+        run_ids.add(runs[0].name.rsplit("-", 1)[-1])
+    assert len(run_ids) == 3
+
+
+def train_in_process(tmp_path: Path, seed: int, name: str) -> dict:
+    cfg = compose_config([*TINY, "logger=csv", f"seed={seed}", "input=gf2", "train.tokens=8192"])
+    return train_job(cfg, tmp_path / name)
+
+
+def test_same_seed_same_numbers_different_seed_different(tmp_path):
+    a = train_in_process(tmp_path, 0, "a")  # seed 0 is a real seed, not "unset"
+    b = train_in_process(tmp_path, 0, "b")
+    c = train_in_process(tmp_path, 1, "c")
+    assert a["seed"] == 0 and a["config"]["seed"] == 0
+    assert a["final"] == b["final"]
+    assert metric_rows(tmp_path / "a", "train/loss") == metric_rows(tmp_path / "b", "train/loss")
+    assert a["final"]["val_loss"] != c["final"]["val_loss"]
+
+
+@pytest.mark.parametrize(
+    "override, field",
+    [("input.type=embedding", "input.type"), ("input.code_width=4", "input.code_width"),
+     ("model.d_model=8", "model.d_model")],
+)
+def test_bad_configuration_stops_with_one_line(tmp_path, override, field):
+    proc = run_cli(["input=binary16", *TINY, "logger=csv", f"out_root={tmp_path}", override], cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    assert lines[-1].startswith(f"error: {field}:"), proc.stderr[-2000:]
+    assert sum(ln.startswith("error:") for ln in lines) == 1
