@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # headless: report generation must never need a display
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib import ticker
 
 # Okabe & Ito (2008) colour-blind-safe palette; black first so the learned baseline is black,
 # yellow last because it prints poorly on white.
@@ -67,3 +69,31 @@ def save(fig, out_dir: Path, stem: str, caption: str) -> FigureFile:
         files.append(path)
     plt.close(fig)
     return FigureFile(stem, caption, files)
+
+
+def human_number(value: float, _pos=None) -> str:
+    """1.5e6 -> '1.5M': short tick labels that stay legible when printed small."""
+    for threshold, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= threshold:
+            return f"{value / threshold:g}{suffix}"
+    return f"{value:g}"
+
+
+def log_axis(ax, which: str = "x") -> None:
+    """Log scale with plain labels (20k, 1M): 1-2-5 ticks over short ranges, decades over long ones.
+    Call after plotting, since the choice depends on the data range."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    low, high = axis.get_data_interval()
+    decades = np.log10(high / low) if low > 0 and np.isfinite(high / low) else 0.0
+    axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 2 else (1.0,)))
+    axis.set_major_formatter(ticker.FuncFormatter(human_number))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def legend_above(fig, axes, ncol_max: int = 4) -> None:
+    """One legend for the figure, above the panels, so it never hides data."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+                   ncol=min(ncol_max, len(labels)), frameon=False)

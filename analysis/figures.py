@@ -12,10 +12,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.figstyle import BAND_ALPHA, FigureFile, line_kwargs, new_figure, save, series_styles
-from analysis.grouping import context_columns, model_rank
+from analysis.figstyle import BAND_ALPHA, FigureFile, line_kwargs, log_axis, new_figure, save, series_styles
+from analysis.grouping import context_columns, context_mask, model_rank
 
 DEFAULT_EMA_ALPHA = 0.1
+# More points than this per line are invisible at print size but slow to draw and bloat PDFs.
+MAX_POINTS_PER_LINE = 1000
 UNIGRAM_STYLE = {"color": "#7f7f7f", "linestyle": (0, (1, 1)), "linewidth": 1.2}
 
 
@@ -30,7 +32,7 @@ def ordered_contexts(study) -> list[tuple]:
 
 
 def context_title(context: list[str], key: tuple) -> str:
-    return ", ".join(f"{c}={v}" for c, v in zip(context, key))
+    return ", ".join(f"{c}={v}" for c, v in zip(context, key, strict=True))
 
 
 def variant_order(study) -> list[str]:
@@ -52,41 +54,49 @@ def ema_smooth(curve: pd.DataFrame, alpha: float) -> pd.DataFrame:
     return curve.assign(value=smooth)
 
 
+def thin_log_spaced(agg: pd.DataFrame, limit: int = MAX_POINTS_PER_LINE) -> pd.DataFrame:
+    """Keep at most ``limit`` rows, evenly spaced on the log-x axis, always including the ends.
+    Applied after aggregation (and after smoothing), so no logged value is skipped by the statistics."""
+    if len(agg) <= limit:
+        return agg
+    keep = np.unique(np.round(np.geomspace(1, len(agg), limit)).astype(int) - 1)
+    return agg.iloc[keep]
+
+
 def _plot_band_lines(ax, curve: pd.DataFrame, variants: list[str], styles: dict) -> None:
     for variant in variants:
         part = curve[curve["variant"] == variant]
         if part.empty:
             continue
-        agg = part.groupby("tokens")["value"].agg(["mean", "min", "max"])
+        agg = thin_log_spaced(part.groupby("tokens")["value"].agg(["mean", "min", "max"]))
         n_seeds = part["run"].nunique()
         style = styles[variant]
         ax.plot(agg.index, agg["mean"], label=f"{variant} (n={n_seeds})",
-                markevery=max(1, len(agg) // 8), **line_kwargs(style))
+                # float markevery spaces markers evenly on screen (also on log x) but can hide
+                # every marker of a very short line, so short lines mark every point
+                markevery=0.12 if len(agg) > 10 else None, **line_kwargs(style))
         if n_seeds > 1:
             ax.fill_between(agg.index, agg["min"], agg["max"], color=style["color"], alpha=BAND_ALPHA, linewidth=0)
 
 
 def _curve_figure(study, curve: pd.DataFrame, ylabel: str, log_y: bool, unigram: bool):
     context = context_columns(study.jobs)
-    contexts = [k for k in ordered_contexts(study)
-                if not curve[(curve[context] == pd.Series(k, index=context)).all(axis=1)].empty]
+    contexts = [k for k in ordered_contexts(study) if context_mask(curve, context, k).any()]
     if not contexts:
         return None
     variants = variant_order(study)
     styles = series_styles(variants)
     fig, axes = new_figure(len(contexts))
-    for ax, key in zip(axes, contexts):
-        mask = (curve[context] == pd.Series(key, index=context)).all(axis=1)
-        _plot_band_lines(ax, curve[mask], variants, styles)
+    for ax, key in zip(axes, contexts, strict=True):
+        _plot_band_lines(ax, curve[context_mask(curve, context, key)], variants, styles)
         if unigram:
             _unigram_line(ax, study, context, key)
-        ax.set_xscale("log")
+        log_axis(ax, "x")
         if log_y:
-            ax.set_yscale("log")
+            log_axis(ax, "y")
         ax.set_xlabel("training tokens")
         ax.set_ylabel(ylabel)
-        if len(contexts) > 1 or len(context) > 1 or key != (None,):
-            ax.set_title(context_title(context, key))
+        ax.set_title(context_title(context, key))
         ax.legend(frameon=False)
     return fig
 
@@ -95,8 +105,7 @@ def _unigram_line(ax, study, context: list[str], key: tuple) -> None:
     jobs = study.included_jobs
     if "data.unigram_val_ppl" not in jobs:
         return
-    mask = (jobs[context] == pd.Series(key, index=context)).all(axis=1)
-    values = jobs.loc[mask, "data.unigram_val_ppl"].dropna().unique()
+    values = jobs.loc[context_mask(jobs, context, key), "data.unigram_val_ppl"].dropna().unique()
     for value in values:
         ax.axhline(value, label=f"unigram ppl (val) = {value:.4g}", **UNIGRAM_STYLE)
 
@@ -105,9 +114,13 @@ def val_ppl_figure(study, out_dir: Path) -> FigureFile | None:
     fig = _curve_figure(study, included_curve(study, "val/ppl"), "validation perplexity", True, True)
     if fig is None:
         return None
+    jobs = study.included_jobs
+    has_unigram = "data.unigram_val_ppl" in jobs and jobs["data.unigram_val_ppl"].notna().any()
     caption = ("Validation perplexity vs training tokens (log–log). Line: mean over seeds at each logged "
-               "token count; band: min–max over seeds; n = seeds per variant. Dotted grey line: perplexity "
-               "of a unigram model on the validation split (results.json data.unigram_val_ppl).")
+               "token count; band: min–max over seeds; n = seeds per variant. "
+               + ("Dotted grey line: perplexity of a unigram model on the validation split "
+                  "(results.json data.unigram_val_ppl)." if has_unigram else
+                  "No unigram reference line: the runs do not record data.unigram_val_ppl."))
     return save(fig, out_dir, "val_ppl_vs_tokens", caption)
 
 

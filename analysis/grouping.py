@@ -19,6 +19,14 @@ def context_columns(jobs: pd.DataFrame) -> list[str]:
     return (["data"] if included["data"].nunique(dropna=False) > 1 else []) + ["model"]
 
 
+def context_mask(frame: pd.DataFrame, context: list[str], key: tuple) -> pd.Series:
+    """Rows of ``frame`` that belong to the context ``key`` (values in ``context`` order)."""
+    mask = pd.Series(True, index=frame.index)
+    for column, value in zip(context, key, strict=True):
+        mask &= frame[column] == value
+    return mask
+
+
 def shown_context(jobs: pd.DataFrame) -> list[str]:
     """Context columns worth a table column: only those that take more than one value."""
     included = jobs[jobs["included"]]

@@ -97,8 +97,7 @@ def exclusion_reason(results: dict) -> str:
     """Empty string when the job is complete and comparable, else why it is left out."""
     status = results.get("status")
     if status != "completed":
-        error = results.get("error")
-        return f"status={status}" + (f": {error}" if error else "")
+        return results.get("error") or f"not completed (status={status})"
     final = results.get("final") or {}
     missing = [k for k in REQUIRED_FINAL if not _finite(final.get(k))]
     if missing:
@@ -130,16 +129,23 @@ def job_record(results: dict, run: str, job_dir: Path) -> dict:
     return rec
 
 
+def stderr_key(metric: str) -> str:
+    """lm-eval's stderr name: 'acc' -> 'acc_stderr', 'exact_match,strict-match' -> 'exact_match_stderr,strict-match'."""
+    name, sep, filt = metric.partition(",")
+    return f"{name}_stderr{sep}{filt}"
+
+
 def eval_rows(results: dict) -> list[dict]:
-    """lm-eval metrics as long rows with their stderr; tolerates lm-eval's ',none' filter suffix."""
+    """lm-eval metrics of the requested tasks (results.json eval.tasks) as long rows with their stderr.
+    A ',none' filter suffix is dropped (raw lm-eval keys); other filters stay, they are distinct metrics."""
     tasks = ((results.get("eval") or {}).get("tasks")) or {}
     rows = []
     for task, metrics in tasks.items():
-        clean = {name.split(",")[0]: value for name, value in (metrics or {}).items()}
+        clean = {name.removesuffix(",none"): value for name, value in (metrics or {}).items()}
         for name, value in clean.items():
-            if name.endswith("_stderr") or not _finite(value):
+            if name.partition(",")[0].endswith("_stderr") or not _finite(value):
                 continue
-            stderr = clean.get(f"{name}_stderr")
+            stderr = clean.get(stderr_key(name))
             rows.append({"kind": "eval", "metric": f"{task}/{name}", "value": float(value),
                          "stderr": float(stderr) if _finite(stderr) else np.nan})
     return rows
@@ -173,11 +179,11 @@ def read_job(job_dir: Path, notes: list[str]) -> tuple[dict, list[pd.DataFrame]]
     except (OSError, ValueError) as exc:
         first_line = str(exc).splitlines()[0] if str(exc) else ""
         return unreadable_record(run, job_dir, f"unreadable results.json ({type(exc).__name__}: {first_line})"), []
-    return results_to_frames(results, run, job_dir, read_curves(job_dir, notes, run), notes)
+    return results_to_frames(results, run, job_dir, read_curves(job_dir, notes, run))
 
 
-def results_to_frames(results: dict, run: str, job_dir: Path, curves: pd.DataFrame | None,
-                      notes: list[str]) -> tuple[dict, list[pd.DataFrame]]:
+def results_to_frames(results: dict, run: str, job_dir: Path,
+                      curves: pd.DataFrame | None) -> tuple[dict, list[pd.DataFrame]]:
     """Shared by the run-directory and W&B sources: results dict + curves -> record + long rows."""
     rec = job_record(results, run, job_dir)
     config = results.get("config")
@@ -187,8 +193,6 @@ def results_to_frames(results: dict, run: str, job_dir: Path, curves: pd.DataFra
     if curves is not None and len(curves):
         frames.append(curves)
         last_step = curves["step"].max()
-    elif rec["included"]:
-        notes.append(f"{run}: no per-step metrics; it appears in tables but not in curve figures")
     point_rows = [{"kind": "final", "metric": k, "value": float(v), "stderr": np.nan}
                   for k, v in (results.get("final") or {}).items() if _finite(v)]
     point_rows += eval_rows(results)
@@ -206,58 +210,116 @@ def unreadable_record(run: str, job_dir: Path, reason: str) -> dict:
             "status": "unreadable", "error": reason, "reason": reason, "included": False}
 
 
-def build_study(records: list[dict], frames: list[pd.DataFrame], sources: list[str],
-                notes: list[str]) -> Study:
+def attach_job_columns(long: pd.DataFrame, jobs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Copy job-level columns onto every long row. Equivalent to a left merge on ``run`` but done
+    by integer codes: a string merge over ~10^6 curve rows took seconds on a 2-core machine."""
+    codes, runs = pd.factorize(long["run"])
+    per_job = jobs.drop_duplicates("run").set_index("run").reindex(runs)
+    # .array.take keeps each column's dtype (no object -> arrow-string re-conversion per row)
+    added = {col: per_job[col].array.take(codes) for col in columns}
+    return long.assign(**added)
+
+
+@dataclass
+class Collected:
+    """Raw material from one source (run directories or W&B), before cross-job labelling."""
+    records: list[dict] = field(default_factory=list)
+    frames: list[pd.DataFrame] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __add__(self, other: Collected) -> Collected:
+        return Collected(self.records + other.records, self.frames + other.frames,
+                         self.sources + other.sources, self.notes + other.notes)
+
+
+def build_study(collected: Collected) -> Study:
     """Records + long pieces -> Study with variant labels and job columns on every long row."""
+    records, frames, notes = collected.records, collected.frames, list(collected.notes)
     if not records:
-        raise AnalysisError("no jobs found under " + ", ".join(sources) + f" (looked for {RESULTS_FILE})")
-    configs = {r["run"]: r.pop("_config_flat", {}) for r in records}
-    jobs = pd.DataFrame.from_records(records)
+        raise AnalysisError("no jobs found under " + ", ".join(collected.sources) + f" (looked for {RESULTS_FILE})")
+    configs = {r["run"]: r.get("_config_flat", {}) for r in records}
+    jobs = pd.DataFrame.from_records([{k: v for k, v in r.items() if k != "_config_flat"} for r in records])
     for col in ("input", "model", "seed", "data", "code_width"):
         if col not in jobs:
             jobs[col] = np.nan
     jobs["included"] = jobs["included"].astype(bool)
+    seeds = pd.to_numeric(jobs["seed"], errors="coerce")
+    if (seeds.dropna() % 1 == 0).all():
+        jobs["seed"] = seeds.astype("Int64")  # integer seeds print as 1, not 1.0, next to NaN ones
+    # Grouping keys must never be NaN (NaN != NaN would silently drop rows from comparisons).
+    jobs["model"] = jobs["model"].astype(object).where(jobs["model"].notna(), "<unknown>")
+    jobs["data"] = jobs["data"].astype(object).where(jobs["data"].notna(), "<unknown>")
     jobs, label_props = assign_variants(jobs)
-    long = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=CURVE_COLUMNS + ["kind", "stderr", "run"])
+    empty = pd.DataFrame({"step": pd.Series(dtype=float), "tokens": pd.Series(dtype=float),
+                          "metric": pd.Series(dtype=object), "value": pd.Series(dtype=float),
+                          "kind": pd.Series(dtype=object), "stderr": pd.Series(dtype=float),
+                          "run": pd.Series(dtype=object)})
+    long = pd.concat([empty, *frames], ignore_index=True) if frames else empty
     prop_cols = [c for c in jobs.columns if c.startswith("input_props.")]
-    long = long.merge(jobs[JOB_KEY_COLUMNS + ["code_width"] + prop_cols], on="run", how="left")
+    long = attach_job_columns(long, jobs, JOB_KEY_COLUMNS[1:] + ["code_width"] + prop_cols)
     notes.extend(pooled_config_notes(configs, jobs))
-    return Study(jobs=jobs, long=long, label_props=label_props, sources=sources, notes=notes)
+    notes.extend(setting_notes(configs, jobs))
+    with_curves = set(long.loc[long["kind"] == "curve", "run"])
+    no_curves = [r for r in jobs.loc[jobs["included"], "run"] if r not in with_curves]
+    if no_curves:
+        notes.append(f"{len(no_curves)} included job(s) have no per-step metrics, so they appear in tables but "
+                     "not in curve figures: " + "; ".join(no_curves))
+    return Study(jobs=jobs, long=long, label_props=label_props, sources=collected.sources, notes=notes)
 
 
 # Keys that legitimately differ between seeds of one variant (seeds, output paths, run names).
 _POOLING_IGNORED = ("seed", "dir", "path", "name", "wandb", "hydra", "job", "sweep", "output", "out_root", "tags")
 
 
+def _differing_keys(flat: list[dict], skip_prefixes: tuple[str, ...] = ()) -> list[str]:
+    keys = set().union(*flat)
+    return sorted(k for k in keys
+                  if not any(tok in k.lower() for tok in _POOLING_IGNORED) and not k.startswith(skip_prefixes)
+                  and len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat}) > 1)
+
+
+def _shown(keys: list[str]) -> str:
+    return ", ".join(keys[:6]) + (" ..." if len(keys) > 6 else "")
+
+
 def pooled_config_notes(configs: dict[str, dict], jobs: pd.DataFrame) -> list[str]:
     """Warn when jobs pooled into one table row ran with different resolved configs."""
     notes = []
     included = jobs[jobs["included"]]
-    for (model, variant, data), group in included.groupby(["model", "variant", "data"], dropna=False):
+    for (model, variant, _data), group in included.groupby(["model", "variant", "data"], dropna=False):
         flat = [configs.get(run, {}) for run in group["run"]]
-        if len(flat) < 2 or not any(flat):
-            continue
-        keys = set().union(*flat)
-        differing = sorted(k for k in keys
-                           if not any(tok in k.lower() for tok in _POOLING_IGNORED)
-                           and len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat}) > 1)
-        if differing:
-            shown = ", ".join(differing[:6]) + (" ..." if len(differing) > 6 else "")
-            notes.append(f"row {model} / {variant} pools jobs whose resolved configs differ in: {shown}")
+        if len(flat) >= 2 and any(flat) and (differing := _differing_keys(flat)):
+            notes.append(f"row {model} / {variant} pools jobs whose resolved configs differ in: {_shown(differing)}")
     return notes
 
 
-def load_run_dirs(roots: list[str | Path]) -> Study:
+def setting_notes(configs: dict[str, dict], jobs: pd.DataFrame) -> list[str]:
+    """Warn when rows compared with each other (same model and data) ran under different settings
+    other than the input variant, e.g. a different token budget: their differences are then confounded."""
+    notes = []
+    included = jobs[jobs["included"]]
+    for (model, data), group in included.groupby(["model", "data"], dropna=False):
+        flat = [configs.get(run, {}) for run in group["run"]]
+        if len(flat) >= 2 and any(flat) and (differing := _differing_keys(flat, ("input.", "input_props."))):
+            notes.append(f"jobs compared within model={model}, data={data} differ in settings other than the input "
+                         f"variant and seed: {_shown(differing)}; differences between rows may reflect these")
+    return notes
+
+
+def collect_run_dirs(roots: list[str | Path]) -> Collected:
     """Discover and read every job under ``roots``."""
     job_dirs, orphans = discover(roots)
-    notes: list[str] = []
-    records, frames = [], []
+    collected = Collected(sources=[str(r) for r in roots])
     for job_dir in job_dirs:
-        rec, job_frames = read_job(job_dir, notes)
-        records.append(rec)
-        frames.extend(job_frames)
+        rec, job_frames = read_job(job_dir, collected.notes)
+        collected.records.append(rec)
+        collected.frames.extend(job_frames)
     for orphan in orphans:
-        records.append(unreadable_record(display_path(orphan), orphan, "no results.json (job never finished writing it)")
-                       | {"status": "missing results.json"})
-    return build_study(records, frames, [str(r) for r in roots], notes)
+        collected.records.append(unreadable_record(display_path(orphan), orphan, "no results.json (job never "
+                                                   "finished writing it)") | {"status": "missing results.json"})
+    return collected
+
+
+def load_run_dirs(roots: list[str | Path]) -> Study:
+    return build_study(collect_run_dirs(roots))

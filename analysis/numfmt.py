@@ -12,17 +12,20 @@ import math
 import numpy as np
 
 MAX_DECIMALS = 6
+# Guards floor(log10(.)) against float noise: a std of 0.01 computed as 0.00999999999 must still
+# give 3 decimals, not 4.
+_LOG_EPS = 1e-9
 
 
 def decimals_for(uncertainties, values) -> int:
     u = np.asarray([x for x in uncertainties if x is not None], dtype=float)
     u = u[np.isfinite(u) & (u > 0)]
     if u.size:
-        return int(np.clip(1 - math.floor(math.log10(u.min())), 0, MAX_DECIMALS))
+        return int(np.clip(1 - math.floor(math.log10(u.min()) + _LOG_EPS), 0, MAX_DECIMALS))
     v = np.abs(np.asarray(list(values), dtype=float))
     v = v[np.isfinite(v) & (v > 0)]
     if v.size:
-        return int(np.clip(3 - math.floor(math.log10(v.max())), 0, MAX_DECIMALS))
+        return int(np.clip(3 - math.floor(math.log10(v.max()) + _LOG_EPS), 0, MAX_DECIMALS))
     return 2
 
 
@@ -44,7 +47,7 @@ def mean_cell(mean: float, std: float, n: int, stderr: float, decimals: int) -> 
 def integer(value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
-    return f"{int(round(value)):,}"
+    return f"{round(value):,}"
 
 
 def p_value(p: float) -> str:

@@ -91,12 +91,13 @@ def compare_to_baseline(points: pd.DataFrame, context: list[str], baseline_input
         base = group[group["input"] == baseline_input]
         if base.empty:
             continue
-        for (variant, metric), arm in group[group["input"] != baseline_input].groupby(["variant", "metric"], sort=False):
+        arms = group[group["input"] != baseline_input].groupby(["variant", "metric"], sort=False)
+        for (variant, metric), arm in arms:
             ref = base[base["metric"] == metric]
             if ref.empty:
                 continue
             cmp = welch_compare(arm["value"], ref["value"])
-            rows.append(dict(zip(context, ctx)) | {
+            rows.append(dict(zip(context, ctx, strict=True)) | {
                 "variant": variant, "variant_order": arm["variant_order"].iloc[0], "metric": metric,
                 "baseline_mean": float(ref["value"].mean()), "variant_mean": float(arm["value"].mean()),
                 "n_variant": cmp.n_variant, "n_baseline": cmp.n_baseline, "delta": cmp.delta,

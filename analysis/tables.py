@@ -31,7 +31,7 @@ def _best_mask(summary: pd.DataFrame, context: list[str], decimals: dict[str, in
     """Best mean per context and metric, compared at displayed precision so ties are all marked."""
     shown = summary.apply(lambda r: round(r["mean"], decimals[r["metric"]]), axis=1)
     best = pd.Series(False, index=summary.index)
-    for _, idx in summary.groupby(context + ["metric"], sort=False, dropna=False).groups.items():
+    for idx in summary.groupby(context + ["metric"], sort=False, dropna=False).groups.values():
         values = shown.loc[idx]
         metric = summary.loc[idx[0], "metric"]
         target = values.min() if lower_is_better(metric) else values.max()
@@ -159,3 +159,22 @@ def jobs_table(study) -> pd.DataFrame:
                         "included", "reason", "tokens_seen", "params.total", "params.trainable",
                         "params.input_trainable", "data.unigram_val_ppl") if c in study.jobs]
     return study.jobs[keep].merge(wide.reset_index(), on="run", how="left")
+
+
+def table_notes(study) -> list[str]:
+    """Caveats a reader of the tables must see: missing baselines, parameter counts that differ by seed."""
+    jobs = study.included_jobs
+    context = context_columns(study.jobs)
+    notes = []
+    if "params.trainable" in jobs:
+        varying = jobs.groupby(context + ["variant"], dropna=False)["params.trainable"].nunique()
+        for key in varying[varying > 1].index:
+            notes.append(f"trainable parameter counts differ between seeds of {key}; the parameter table shows the "
+                         "first job's counts (see tables/jobs.csv)")
+    for key, group in jobs.groupby(context, sort=False, dropna=False):
+        if not (group["input"] == BASELINE).any():
+            key = key if isinstance(key, tuple) else (key,)
+            where = ", ".join(f"{c}={v}" for c, v in zip(context, key, strict=True))
+            notes.append(f"no completed '{BASELINE}' run for {where}: its variants have no difference rows "
+                         "and no 'trainable removed' share")
+    return notes

@@ -3,7 +3,9 @@
 A variant is the input name (results.json "input") plus those ``input_props`` that vary
 between jobs of that input, e.g. ``gf2 (code_width=24)`` in a code-width sweep. Props that
 do not define a design choice are never used to split rows:
-- derived facts of the code (hash, rank, injectivity, truncation) - consequences, not choices;
+- derived facts of the code (hash, rank, injectivity, tiling, draws, measured RMS) - consequences;
+- props fixed by the comparison context (vocab_size, d_model follow the model preset and data),
+  except the key design props code_width and scale, which are always shown when they vary;
 - props that move one-to-one with the seed (e.g. matrix_seed = seed) - seed-like by design;
 - props fully determined by a prop already in the label (e.g. tile_factor by code_width).
 """
@@ -17,7 +19,10 @@ import pandas as pd
 
 LEARNED = "learned"
 PROP_PREFIX = "input_props."
-DERIVED_PROPS = {"matrix_sha256", "gf2_rank", "injective", "truncated"}
+DERIVED_PROPS = {"matrix_sha256", "gf2_rank", "injective", "truncated", "minimal_code_width", "full_tiles",
+                 "matrix_draws", "min_row_weight", "min_col_weight", "input_rms"}
+KEY_DESIGN_PROPS = {"code_width", "scale"}
+CONTEXT = ["model", "data"]
 
 
 def _hashable(series: pd.Series) -> pd.Series:
@@ -45,6 +50,8 @@ def label_props_for(jobs: pd.DataFrame) -> list[str]:
     for col in [c for c in jobs.columns if c.startswith(PROP_PREFIX)]:
         name = col[len(PROP_PREFIX):]
         if name in DERIVED_PROPS or "." in name or _hashable(jobs[col]).nunique() < 2:
+            continue
+        if name not in KEY_DESIGN_PROPS and _determined_by(jobs, col, [c for c in CONTEXT if c in jobs]):
             continue
         if _is_seed_like(jobs, col) or _determined_by(jobs, col, chosen):
             continue

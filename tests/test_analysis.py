@@ -1,0 +1,418 @@
+"""Tests for the analysis package (issue 5): synthetic run directories with known numbers -> report.
+
+The expected cells below are computed by hand from the numbers in tests/analysis_fixtures.py;
+CIs, dofs and p-values are checked against scipy independently of analysis.stats.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers, without a conftest
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root until pyproject adds it
+
+import analysis_fixtures as fx
+
+from analysis.__main__ import main as cli_main
+from analysis.figures_summary import CODE_WIDTH, MODEL_SIZE, SCALE, sweep_points
+from analysis.load import Collected, build_study, eval_rows, load_run_dirs, results_to_frames
+from analysis.numfmt import decimals_for
+from analysis.report import write_report
+from analysis.stats import lower_is_better, verdict, welch_compare
+from analysis.wandb_source import history_to_curves, results_from_wandb
+
+REPO = Path(__file__).resolve().parents[1]
+PM = "±"
+
+
+def md_rows(path: Path) -> list[list[str]]:
+    """Markdown table body rows as cell lists (header and alignment rows dropped)."""
+    lines = [ln for ln in path.read_text().splitlines() if ln.startswith("|")]
+    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[2:]]
+
+
+def run_cli(args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "analysis", *args], cwd=REPO, capture_output=True, text=True,
+                          check=False, env=env, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def main_report(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess]:
+    """The real CLI on learned/binary16/gf2 x 3 seeds + failed + running + no-results.json jobs."""
+    root = tmp_path_factory.mktemp("runs")
+    sweep = fx.build_main_sweep(root)
+    out = root / "report"
+    proc = run_cli([str(sweep), "--out", str(out), "--reference"])
+    assert proc.returncode == 0, proc.stderr
+    return sweep, out, proc
+
+
+# ---------------------------------------------------------------- loading
+
+
+def test_long_frame_holds_curves_finals_and_eval_with_provenance(tmp_path):
+    sweep = fx.build_main_sweep(tmp_path)
+    study = load_run_dirs([sweep])
+    long = study.long
+    for col in ("run", "sweep", "job_key", "input", "input_props.code_width", "input_props.type", "model", "seed",
+                "tokens", "step", "metric", "value", "kind", "stderr"):
+        assert col in long.columns, col
+    completed = [p for p in sweep.iterdir() if (p / "metrics.csv").exists()]
+    assert len(completed) == 9
+    n_curve_rows = sum(len(pd.read_csv(p / "metrics.csv")) for p in completed)
+    assert (long["kind"] == "curve").sum() == n_curve_rows
+    finals = long[long["kind"] == "final"]
+    assert len(finals) == 9 * 3  # val_loss, val_ppl, val_bpb per completed job
+    gf2_seed2 = finals[(finals["input"] == "gf2") & (finals["seed"] == 2) & (finals["metric"] == "val_ppl")]
+    assert gf2_seed2["value"].tolist() == [fx.VAL_PPL["gf2"][1]]
+    assert gf2_seed2["run"].iloc[0].endswith("input=gf2,seed=2")
+    assert gf2_seed2["tokens"].iloc[0] == 409_600 and gf2_seed2["step"].iloc[0] == 200
+    evals = long[long["kind"] == "eval"]
+    assert set(evals["metric"]) == {"hellaswag/acc_norm"}
+    assert np.allclose(evals["stderr"], fx.HELLASWAG_STDERR)
+
+
+def test_incomplete_failed_and_unreadable_jobs_are_excluded_with_reasons(tmp_path):
+    sweep = fx.build_main_sweep(tmp_path)
+    fx.write_job(sweep, "learned", 7, status="completed", val_ppl=float("nan"), val_bpb=1.9, curves=False)
+    broken = sweep / "input=gf2,seed=8"
+    broken.mkdir()
+    (broken / "results.json").write_text('{"status": "comp')
+    study = load_run_dirs([sweep])
+    excluded = study.excluded_jobs.set_index("job_key")
+    assert set(excluded.index) == {"input=gf2,seed=4", "input=binary16,seed=4", "input=learned,seed=4",
+                                   "input=learned,seed=7", "input=gf2,seed=8"}
+    assert excluded.loc["input=gf2,seed=4", "reason"] == "RuntimeError: CUDA out of memory"
+    assert excluded.loc["input=binary16,seed=4", "reason"] == "not completed (status=running)"
+    assert excluded.loc["input=learned,seed=4", "status"] == "missing results.json"
+    assert "val_ppl" in excluded.loc["input=learned,seed=7", "reason"]
+    assert excluded.loc["input=gf2,seed=8", "reason"].startswith("unreadable results.json (JSONDecodeError")
+    # never mixed in: no long-format row of an excluded job is marked included
+    assert not study.long.loc[study.long["run"].isin(study.excluded_jobs["run"]), "included"].any()
+    assert len(study.included_jobs) == 9
+
+
+def test_variant_labels_ignore_seed_like_props_and_pooled_config_differences_are_noted(tmp_path):
+    sweep = tmp_path / "multirun" / "labels"
+    for seed in (1, 2, 3):
+        job = fx.write_job(sweep, "gf2", seed, val_ppl=60.0 + seed, val_bpb=1.9, curves=False)
+        results = json.loads((job / "results.json").read_text())
+        results["input_props"]["matrix_seed"] = 1000 + seed  # moves with the seed: not a design choice
+        results["config"]["train"]["lr"] = 0.001 if seed < 3 else 0.002  # silently different run
+        (job / "results.json").write_text(json.dumps(results))
+    study = load_run_dirs([sweep])
+    assert set(study.jobs["variant"]) == {"gf2"}
+    assert study.label_props == {"gf2": []}
+    assert any("pools jobs whose resolved configs differ in: train.lr" in note for note in study.notes)
+    assert any("differ in settings other than the input variant and seed: train.lr" in n for n in study.notes)
+
+
+# ---------------------------------------------------------------- main table
+
+
+def test_main_table_cells_and_best_marks(main_report):
+    _, out, _ = main_report
+    rows = md_rows(out / "tables" / "main_results.md")
+    header = (out / "tables" / "main_results.md").read_text().splitlines()[0]
+    assert header == "| input variant | val ppl ↓ | val bpb ↓ | hellaswag/acc_norm ↑ |"
+    # mean ± sample std (ddof=1): e.g. binary16 ppl [64, 65, 66.5] -> 65.1667 ± 1.2583
+    assert rows == [
+        ["learned", f"**61.00 {PM} 1.00 (n=3)**", f"**1.910 {PM} 0.010 (n=3)**", f"0.2700 {PM} 0.0100 (n=3)"],
+        ["binary16", f"65.17 {PM} 1.26 (n=3)", f"1.960 {PM} 0.010 (n=3)", f"0.2550 {PM} 0.0050 (n=3)"],
+        ["gf2", f"**61.00 {PM} 0.50 (n=3)**", f"1.913 {PM} 0.015 (n=3)", f"**0.3100 {PM} 0.0100 (n=3)**"],
+    ]
+
+
+def test_main_table_csv_traces_every_cell_to_run_dirs(main_report):
+    _, out, _ = main_report
+    table = pd.read_csv(out / "tables" / "main_results.csv")
+    assert len(table) == 9
+    for row in table.itertuples():
+        name = row.variant
+        source = {"val_ppl": fx.VAL_PPL, "val_bpb": fx.VAL_BPB, "hellaswag/acc_norm": fx.HELLASWAG}[row.metric]
+        assert row.n == 3
+        assert math.isclose(row.mean, np.mean(source[name]))
+        assert math.isclose(row.std, np.std(source[name], ddof=1))
+        runs = row.runs.split(";")
+        assert sorted(Path(r).name for r in runs) == [f"input={name},seed={s}" for s in fx.SEEDS]
+        for run in runs:
+            results = json.loads((Path(run) / "results.json").read_text())
+            assert results["input"] == name and results["status"] == "completed"
+    jobs = pd.read_csv(out / "tables" / "jobs.csv")
+    assert len(jobs) == 12 and jobs["included"].sum() == 9
+
+
+def test_latex_table_is_booktabs_with_bold_best(main_report):
+    tex = (main_report[1] / "tables" / "main_results.tex").read_text()
+    for token in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}{lrrr}"):
+        assert token in tex
+    assert r"\textbf{61.00 $\pm$ 1.00 (n=3)}" in tex
+    assert r"hellaswag/acc\_norm $\uparrow$" in tex
+    assert r"\textbf{0.3100 $\pm$ 0.0100 (n=3)}" in tex
+
+
+# ---------------------------------------------------------------- differences vs learned
+
+
+def expected_welch(variant, learned):
+    """Hand computation: Welch-Satterthwaite dof and t interval; p from scipy."""
+    a, b = np.asarray(variant, float), np.asarray(learned, float)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = sps.t.ppf(0.975, dof) * math.sqrt(va + vb)
+    delta = a.mean() - b.mean()
+    scipy_result = sps.ttest_ind(a, b, equal_var=False)
+    return delta, delta - half, delta + half, dof, scipy_result
+
+
+def test_differences_match_hand_welch_and_scipy(main_report):
+    _, out, _ = main_report
+    diffs = pd.read_csv(out / "tables" / "diff_vs_learned.csv")
+    assert len(diffs) == 6
+    sources = {"val_ppl": fx.VAL_PPL, "val_bpb": fx.VAL_BPB, "hellaswag/acc_norm": fx.HELLASWAG}
+    for row in diffs.itertuples():
+        data = sources[row.metric]
+        delta, lo, hi, dof, res = expected_welch(data[row.variant], data["learned"])
+        assert math.isclose(row.delta, delta, abs_tol=1e-12)
+        assert math.isclose(row.ci_low, lo, rel_tol=1e-9) and math.isclose(row.ci_high, hi, rel_tol=1e-9)
+        assert math.isclose(row.dof, dof, rel_tol=1e-9) and math.isclose(row.dof, res.df, rel_tol=1e-9)
+        ci = res.confidence_interval(0.95)  # scipy's own Welch interval, as a second reference
+        assert math.isclose(row.ci_low, ci.low, rel_tol=1e-9) and math.isclose(row.ci_high, ci.high, rel_tol=1e-9)
+        assert math.isclose(row.p_value, res.pvalue, rel_tol=1e-9)
+        assert row.n_variant == 3 and row.n_baseline == 3
+        assert "input=learned,seed=1" in row.baseline_runs and f"input={row.variant},seed=3" in row.runs
+
+
+def test_difference_table_rows_and_verdicts(main_report):
+    rows = md_rows(main_report[1] / "tables" / "diff_vs_learned.md")
+    # binary16 ppl: delta 4.1667, CI [1.5376, 6.7957], p 0.0122 -> worse (higher ppl)
+    # gf2 acc_norm: delta +0.04, CI excludes 0 -> better (higher acc)
+    assert rows == [
+        ["binary16", "val ppl ↓", "3/3", "+4.17", "[1.54, 6.80]", "0.012", "worse"],
+        ["binary16", "val bpb ↓", "3/3", "+0.050", "[0.027, 0.073]", "0.004", "worse"],
+        ["binary16", "hellaswag/acc_norm ↑", "3/3", "-0.0150", "[-0.0358, 0.0058]", "0.104", "within seed variation"],
+        ["gf2", "val ppl ↓", "3/3", "+0.00", "[-2.08, 2.08]", "1.000", "within seed variation"],
+        ["gf2", "val bpb ↓", "3/3", "+0.003", "[-0.028, 0.035]", "0.770", "within seed variation"],
+        ["gf2", "hellaswag/acc_norm ↑", "3/3", "+0.0400", "[0.0173, 0.0627]", "0.008", "better"],
+    ]
+
+
+def test_welch_edge_cases_and_metric_direction():
+    few = welch_compare([1.0], [1.0, 2.0])
+    assert math.isnan(few.ci_low) and math.isnan(few.p_value) and few.delta == -0.5
+    assert verdict(few, "val_ppl") == "n/a (n<2)"
+    exact = welch_compare([2.0, 2.0], [1.0, 1.0])  # no spread: the difference is exact, no test
+    assert (exact.ci_low, exact.ci_high) == (1.0, 1.0) and math.isnan(exact.p_value)
+    assert verdict(exact, "val_ppl") == "worse" and verdict(exact, "arc_easy/acc") == "better"
+    for metric in ("val_ppl", "val_bpb", "wikitext/word_perplexity", "wikitext/bits_per_byte", "val_loss"):
+        assert lower_is_better(metric)
+    for metric in ("hellaswag/acc_norm", "arc_easy/acc", "lambada_openai/acc"):
+        assert not lower_is_better(metric)
+    assert decimals_for([0.01 - 1e-17, 0.5], [1.0]) == 3  # float noise must not add a digit
+    assert decimals_for([float("nan")], [61.0]) == 2
+
+
+# ---------------------------------------------------------------- parameters, references, report
+
+
+def test_parameter_accounting(main_report):
+    rows = md_rows(main_report[1] / "tables" / "params.md")
+    learned_total = fx.BODY + fx.HEAD + fx.LEARNED_INPUT
+    fixed_total = fx.BODY + fx.HEAD
+    removed = f"{100 * (1 - fixed_total / learned_total):.2f} %"
+    assert rows == [
+        ["learned", f"{learned_total:,}", f"{learned_total:,}", f"{fx.LEARNED_INPUT:,}", "baseline"],
+        ["binary16", f"{fixed_total:,}", f"{fixed_total:,}", "0", removed],
+        ["gf2", f"{fixed_total:,}", f"{fixed_total:,}", "0", removed],
+    ]
+    assert removed == "49.06 %"
+
+
+def test_reference_rows_are_labelled_as_published(main_report):
+    refs = pd.read_csv(main_report[1] / "tables" / "reference.csv")
+    assert list(refs.columns) == ["provenance", "source", "model", "metric", "value", "citation", "note"]
+    assert (refs["provenance"] == "published, not produced here").all()
+    assert refs["citation"].str.contains("2502.02737").all()
+    report = (main_report[1] / "report.md").read_text()
+    assert "## Published reference numbers (published, not produced here)" in report
+
+
+def test_report_md_ties_everything_together(main_report):
+    sweep, out, proc = main_report
+    report = (out / "report.md").read_text()
+    assert "9 jobs in tables, 3 excluded, 3 figures" in proc.stdout
+    assert "- Jobs found: 12; included: 9; excluded: 3" in report
+    assert "| cpu_tiny | gf2 | 1, 2, 3 | 3 |" in report
+    assert (out / "tables" / "main_results.md").read_text() in report  # embedded, not just linked
+    assert (out / "tables" / "diff_vs_learned.md").read_text() in report
+    for stem in ("val_ppl_vs_tokens", "train_loss", "eval_metrics"):
+        assert f"](figures/{stem}.png)" in report and f"](figures/{stem}.pdf)" in report
+    assert "min–max over seeds" in report and "alpha = 0.1" in report
+    assert "## Caveats and notes\n\n- none" in report
+    excluded = report.split("## Excluded jobs")[1].split("## Methods")[0]
+    for key, reason in (("input=gf2,seed=4", "RuntimeError: CUDA out of memory"),
+                        ("input=binary16,seed=4", "not completed (status=running)"),
+                        ("input=learned,seed=4", "no results.json")):
+        line = next(ln for ln in excluded.splitlines() if key in ln)
+        assert reason in line and str(sweep / key) in line
+
+
+def test_figures_are_written_as_png_and_pdf(main_report):
+    figures = main_report[1] / "figures"
+    for stem in ("val_ppl_vs_tokens", "train_loss", "eval_metrics"):
+        png, pdf = figures / f"{stem}.png", figures / f"{stem}.pdf"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+        assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 5_000
+    # no numeric axis varies in this sweep, so no sweep-axis figures
+    assert not list(figures.glob("final_vs_*"))
+
+
+# ---------------------------------------------------------------- other sweep shapes
+
+
+def test_single_seed_uses_lm_eval_stderr_and_no_ci(tmp_path):
+    sweep = fx.build_single_seed(tmp_path)
+    out = tmp_path / "report"
+    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert md_rows(out / "tables" / "main_results.md") == [
+        ["learned", "**60.00 (n=1)**", "**1.900 (n=1)**", f"0.2600 {PM} 0.0040 (n=1, stderr)"],
+        ["gf2", "61.00 (n=1)", "1.920 (n=1)", f"**0.2700 {PM} 0.0045 (n=1, stderr)**"],
+    ]
+    diff_rows = md_rows(out / "tables" / "diff_vs_learned.md")
+    assert [r[3:] for r in diff_rows] == [["+1.00", "n/a", "n/a", "n/a (n<2)"],
+                                          ["+0.020", "n/a", "n/a", "n/a (n<2)"],
+                                          ["+0.0100", "n/a", "n/a", "n/a (n<2)"]]
+    assert not (out / "tables" / "reference.md").exists()  # only with --reference
+    for stem in ("val_ppl_vs_tokens", "eval_metrics"):
+        assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
+
+
+def test_code_width_sweep_labels_variants_and_plots_the_axis(tmp_path):
+    sweep = fx.build_width_sweep(tmp_path)
+    out = tmp_path / "report"
+    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    rows = md_rows(out / "tables" / "main_results.md")
+    # tile_factor follows code_width and matrix_* are constant/derived: only code_width names the variant
+    assert [r[0] for r in rows] == ["learned", "gf2 (code_width=8)", "gf2 (code_width=16)", "gf2 (code_width=32)"]
+    assert rows[1][1] == f"71.50 {PM} 0.71 (n=2)"
+    assert (out / "figures" / "final_vs_code_width.png").stat().st_size > 10_000
+    assert not (out / "figures" / "val_ppl_vs_tokens.png").exists()  # no metrics.csv in this sweep
+    assert "8 included job(s) have no per-step metrics" in (out / "report.md").read_text()
+
+
+def test_two_model_sizes_get_a_model_column_best_per_model_and_size_figure(tmp_path):
+    sweep = fx.build_model_sweep(tmp_path)
+    out = tmp_path / "report"
+    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    rows = md_rows(out / "tables" / "main_results.md")
+    assert [r[:2] for r in rows] == [["cpu_tiny", "learned"], ["cpu_tiny", "gf2"],
+                                     ["cpu_small", "learned"], ["cpu_small", "gf2"]]
+    # best ppl is marked within each model, not only for the bigger model
+    assert rows[0][2].startswith("**61.50") and rows[2][2].startswith("**51.50")
+    assert not rows[1][2].startswith("**") and not rows[3][2].startswith("**")
+    diff_rows = md_rows(out / "tables" / "diff_vs_learned.md")
+    assert [r[:3] for r in diff_rows] == [["cpu_tiny", "gf2", "val ppl ↓"], ["cpu_tiny", "gf2", "val bpb ↓"],
+                                          ["cpu_small", "gf2", "val ppl ↓"], ["cpu_small", "gf2", "val bpb ↓"]]
+    assert (out / "figures" / "final_vs_model_params.pdf").stat().st_size > 0
+
+
+def test_sweep_axes_keep_other_design_props_fixed_along_each_line(tmp_path):
+    study = load_run_dirs([fx.build_width_and_scale_sweep(tmp_path)])
+    assert study.label_props["gf2"] == ["input_props.code_width", "input_props.scale"]
+    width = sweep_points(study, CODE_WIDTH)
+    line = width[width["series"] == "gf2 (scale=1)"]
+    assert line["x"].tolist() == [8.0, 16.0, 32.0]
+    assert line["final.val_ppl|mean"].tolist() == [69.5, 67.5, 63.5]
+    assert set(width["series"]) == {"gf2 (scale=0.5)", "gf2 (scale=1)", "gf2 (scale=2)"}
+    scale = sweep_points(study, SCALE)
+    line = scale[scale["series"] == "gf2 (code_width=16)"]
+    assert line["x"].tolist() == [0.5, 1.0, 2.0] and line["final.val_ppl|count"].tolist() == [2, 2, 2]
+    assert sweep_points(study, MODEL_SIZE).empty  # one model preset: no size axis
+
+
+# ---------------------------------------------------------------- W&B source
+
+
+def fake_wandb_run(name: str, seed: int, ppl: float) -> tuple[dict, dict]:
+    """Config and summary as fixedcode_study.train logs them (config + input_props + params; final/*)."""
+    config = {"name": "main", "seed": seed, "input": {"name": name}, "model": {"name": "cpu_tiny"},
+              "data": {"name": "shakespeare"}, "input_props": fx.input_props(name), "params": fx.params_for(name)}
+    summary = {"final/val_ppl": ppl, "final/val_bpb": 1.9, "final/val_loss": math.log(ppl), "tokens_seen": 51_200,
+               "val/ppl": 999.0, "eval/hellaswag/acc_norm": 0.3, "eval/hellaswag/acc_norm_stderr": 0.004}
+    return config, summary
+
+
+def test_wandb_runs_map_to_the_same_frames_and_tables(tmp_path):
+    collected = Collected(sources=["wandb:ent/proj"])
+    for name, ppls in (("learned", [60.0, 62.0]), ("gf2", [61.0, 61.5])):
+        for seed, ppl in enumerate(ppls, start=1):
+            config, summary = fake_wandb_run(name, seed, ppl)
+            results = results_from_wandb(f"main/input={name},seed={seed}", "main", "finished", config, summary)
+            history = [{"trainer/global_step": s, "tokens": s * 1024, "train/loss": 5.0 - s / 100,
+                        "val/ppl": ppl * (1 + 1 / s)} for s in range(1, 51)]
+            run = f"wandb:ent/proj/{name}{seed}"
+            rec, frames = results_to_frames(results, run, Path(name), history_to_curves(history, run))
+            collected.records.append(rec)
+            collected.frames.extend(frames)
+    crashed_cfg, crashed_summary = fake_wandb_run("gf2", 3, 99.0)
+    crashed = results_from_wandb("main/input=gf2,seed=3", "main", "crashed", crashed_cfg, crashed_summary)
+    rec, frames = results_to_frames(crashed, "wandb:ent/proj/gf2x", Path("gf2"), None)
+    collected.records.append(rec)
+    collected.frames.extend(frames)
+    study = build_study(collected)
+    assert study.excluded_jobs["reason"].tolist() == ["W&B run state: crashed"]
+    jobs = study.jobs.set_index("run")
+    assert jobs.loc["wandb:ent/proj/gf21", "job_key"] == "input=gf2,seed=1"
+    assert jobs.loc["wandb:ent/proj/gf21", "sweep"] == "main"
+    assert jobs.loc["wandb:ent/proj/gf21", "input_props.code_width"] == 16
+    curves = study.long[(study.long["kind"] == "curve") & (study.long["run"] == "wandb:ent/proj/gf21")]
+    assert set(curves["metric"]) == {"train/loss", "val/ppl"} and curves["step"].max() == 50
+    write_report(study, tmp_path / "report")
+    rows = md_rows(tmp_path / "report" / "tables" / "main_results.md")
+    # final/val_ppl wins over the last logged val/ppl; learned [60, 62] -> 61.00 ± 1.41; gf2 [61, 61.5]
+    assert [r[:2] for r in rows] == [["learned", f"**61.00 {PM} 1.41 (n=2)**"], ["gf2", f"61.25 {PM} 0.35 (n=2)"]]
+    assert rows[0][3].startswith("**0.3000") and "(n=2)" in rows[0][3]
+    assert md_rows(tmp_path / "report" / "tables" / "params.md")[1][-1] == "49.06 %"
+    assert (tmp_path / "report" / "figures" / "val_ppl_vs_tokens.png").stat().st_size > 0
+
+
+def test_lm_eval_filters_stay_distinct_and_pair_with_their_stderr():
+    tasks = {"gsm8k": {"exact_match,strict-match": 0.1, "exact_match_stderr,strict-match": 0.01,
+                       "exact_match,flexible-extract": 0.2, "exact_match_stderr,flexible-extract": None},
+             "hellaswag": {"acc,none": 0.3, "acc_stderr,none": 0.004, "alias": "hellaswag"},
+             "wikitext": {"word_perplexity": 800.0, "word_perplexity_stderr": None}}
+    rows = {r["metric"]: r["stderr"] for r in eval_rows({"eval": {"tasks": tasks}})}
+    assert set(rows) == {"gsm8k/exact_match,strict-match", "gsm8k/exact_match,flexible-extract",
+                         "hellaswag/acc", "wikitext/word_perplexity"}
+    assert rows["gsm8k/exact_match,strict-match"] == 0.01 and rows["hellaswag/acc"] == 0.004
+    assert math.isnan(rows["gsm8k/exact_match,flexible-extract"]) and math.isnan(rows["wikitext/word_perplexity"])
+
+
+def test_wandb_results_dict_in_summary_is_used_verbatim():
+    logged = {"status": "completed", "input": "gf2", "seed": 3, "final": {"val_ppl": 1.0, "val_bpb": 2.0}}
+    results = results_from_wandb("x", "g", "finished", {"seed": 3}, {"results": logged})
+    assert results["input"] == "gf2" and results["final"] == {"val_ppl": 1.0, "val_bpb": 2.0}
+    assert results_from_wandb("x", "g", "killed", {}, {"results": logged})["status"] == "failed"
+
+
+@pytest.mark.parametrize("mode", ["offline", "no-key"])
+def test_wandb_without_access_fails_with_one_line(tmp_path, mode):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env |= {"HOME": str(tmp_path), "WANDB_CONFIG_DIR": str(tmp_path / "wandb"), "NETRC": str(tmp_path / "netrc")}
+    if mode == "offline":
+        env["WANDB_MODE"] = "offline"
+    proc = run_cli(["--wandb", "ent/proj", "--out", str(tmp_path / "report")], env=env)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "W&B" in lines[0], proc.stderr
+    assert not (tmp_path / "report").exists()
