@@ -1,15 +1,19 @@
 """The batches Lightning trains and validates on, read from the prepared token memmaps.
 
 Training batches are a pure function of (seed, micro-step, rank): each micro-step draws
-`batch_size` random windows from the train memmap with numpy's generator seeded by that triple.
+`batch_size` random windows from the train memmap(s) with numpy's generator seeded by that triple.
 A resumed or re-sharded run therefore sees exactly the batches an uninterrupted one would.
+With several train shards (pre-tokenized data) each row first picks a shard, with probability
+proportional to its size within its stream times the stream's mixture weight, then a window
+inside that shard (windows never straddle two shards).
 Validation uses every non-overlapping window of the held-out split, sharded across ranks.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping, Sequence
 
 import lightning as L
 import numpy as np
@@ -20,23 +24,75 @@ from .data import PreparedData
 from .errors import ConfigError
 
 
-class RandomWindowBatches(IterableDataset):
-    """Micro-batch i (B, T+1) = windows at offsets drawn from default_rng([seed, i, rank])."""
+def shard_probabilities(sizes: Sequence[int], streams: Sequence[str], weights: Mapping[str, float],
+                        seq_len: int) -> np.ndarray:
+    """P(shard k) = weight(stream of k) * windows(k) / windows(stream), over streams that have windows."""
+    windows = np.maximum(np.asarray(sizes, dtype=np.float64) - seq_len - 1, 0.0)
+    probs = np.zeros(len(sizes))
+    for stream in set(streams):
+        members = np.array([s == stream for s in streams])
+        total = windows[members].sum()
+        if total > 0:
+            probs[members] = float(weights.get(stream, 0.0)) * windows[members] / total
+    if probs.sum() <= 0:
+        raise ConfigError("train.seq_len", f"{seq_len} is longer than every training shard ({max(sizes, default=0)} tokens at most)",
+                          "use a shorter seq_len or larger shards")
+    return probs / probs.sum()
 
-    def __init__(self, path: Path, dtype: np.dtype, seq_len: int, batch_size: int, seed: int,
-                 rank: int = 0, start_step: int = 0):
-        self.path, self.dtype = path, dtype
+
+class RandomWindowBatches(IterableDataset):
+    """Micro-batch i (B, T+1) = windows at offsets drawn from default_rng([seed, i, rank]).
+
+    `source` is one memmap path or a list of shard paths; `probs` gives each shard's sampling
+    probability (default: proportional to the windows it holds).
+    """
+
+    def __init__(self, source: str | os.PathLike | Sequence[str | os.PathLike], dtype: np.dtype, seq_len: int,
+                 batch_size: int, seed: int, rank: int = 0, start_step: int = 0, probs: Sequence[float] | None = None):
+        paths = [Path(source)] if isinstance(source, (str, os.PathLike)) else [Path(p) for p in source]
+        if not paths:
+            raise ConfigError("data", "no training shards", "pre-tokenize a non-empty corpus")
+        self.paths, self.dtype = paths, np.dtype(dtype)
         self.seq_len, self.batch_size, self.seed, self.rank = seq_len, batch_size, seed, rank
         self.start_step = start_step  # set on resume so iteration continues where it stopped
-        n = np.memmap(path, dtype=dtype, mode="r").size
-        if n <= seq_len + 1:
-            raise ConfigError("train.seq_len", f"{seq_len} is longer than the training split ({n} tokens)", "use a shorter seq_len")
+        self.sizes = np.array([p.stat().st_size // self.dtype.itemsize for p in paths], dtype=np.int64)
+        if len(paths) == 1:
+            if self.sizes[0] <= seq_len + 1:
+                raise ConfigError("train.seq_len", f"{seq_len} is longer than the training split ({self.sizes[0]} tokens)",
+                                  "use a shorter seq_len")
+            self.probs = np.ones(1)
+        elif probs is None:
+            self.probs = shard_probabilities(self.sizes, ["all"] * len(paths), {"all": 1.0}, seq_len)
+        else:
+            self.probs = np.asarray(probs, dtype=np.float64)
+            self.probs[self.sizes <= seq_len + 1] = 0.0  # such a shard holds no whole window
+            if self.probs.size != len(paths) or self.probs.sum() <= 0:
+                raise ConfigError("train.seq_len", f"no shard holds a {seq_len + 1}-token window with positive weight",
+                                  "use a shorter seq_len or check data.weights")
+            self.probs = self.probs / self.probs.sum()
+        self._maps: dict[int, np.memmap] = {}
+
+    @property
+    def path(self) -> Path:  # the single-file case, as before shards existed
+        return self.paths[0]
+
+    def _tokens(self, k: int) -> np.memmap:
+        if k not in self._maps:  # opened lazily and cached: thousands of shards stay cheap
+            self._maps[k] = np.memmap(self.paths[k], dtype=self.dtype, mode="r")
+        return self._maps[k]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_maps": {}}  # never pickle memmaps (they would be copied as arrays)
 
     def batch(self, step: int) -> torch.Tensor:
-        tokens = np.memmap(self.path, dtype=self.dtype, mode="r")
         rng = np.random.default_rng([self.seed, step, self.rank])
-        starts = rng.integers(0, tokens.size - self.seq_len - 1, size=self.batch_size)
-        rows = np.stack([tokens[s : s + self.seq_len + 1] for s in starts]).astype(np.int64)
+        if len(self.paths) == 1:  # the original single-file draw, kept bit-for-bit
+            shards = np.zeros(self.batch_size, dtype=np.int64)
+            starts = rng.integers(0, self.sizes[0] - self.seq_len - 1, size=self.batch_size)
+        else:
+            shards = rng.choice(len(self.paths), size=self.batch_size, p=self.probs)
+            starts = rng.integers(0, self.sizes[shards] - self.seq_len - 1)
+        rows = np.stack([self._tokens(k)[s : s + self.seq_len + 1] for k, s in zip(shards, starts)]).astype(np.int64)
         return torch.from_numpy(rows)  # (B, T+1)
 
     def __iter__(self) -> Iterator[torch.Tensor]:
@@ -73,12 +129,17 @@ class TokenDataModule(L.LightningDataModule):
         self.seq_len, self.batch_size, self.seed = seq_len, batch_size, seed
         self.val_batch_size = val_batch_size or batch_size
         self.train_set: RandomWindowBatches | None = None
+        self.start_step = 0  # first micro-step of training; a resumed run sets it before fit
 
     def setup(self, stage: str | None = None) -> None:
         rank = self.trainer.global_rank if self.trainer else 0
         world = self.trainer.world_size if self.trainer else 1
+        shards = self.prepared.train_shards
+        probs = shard_probabilities([s.tokens for s in shards], [s.stream for s in shards],
+                                    self.prepared.stream_weights, self.seq_len) if len(shards) > 1 else None
         self.train_set = RandomWindowBatches(
-            self.prepared.train_path, self.prepared.dtype, self.seq_len, self.batch_size, self.seed, rank
+            [s.path for s in shards], self.prepared.dtype, self.seq_len, self.batch_size, self.seed, rank,
+            start_step=self.start_step, probs=probs,
         )
         self.val_set = ValidationWindows(self.prepared.val_path, self.prepared.dtype, self.seq_len, rank, world)
 
