@@ -1,13 +1,17 @@
 """`python -m fixedcode_study.describe [overrides]`: parameter accounting and input properties as JSON.
 
 The model is built on the meta device (shapes only, no memory), so `model=paper_1p7b` is instant.
-Example: python -m fixedcode_study.describe model=paper_1p7b input=binary16
+  python -m fixedcode_study.describe model=paper_1p7b input=binary16      # one combination, JSON
+  python -m fixedcode_study.describe --inputs model=cpu_tiny              # every conf/input variant, markdown
+  python -m fixedcode_study.describe --ladder                             # every conf/model preset, markdown
+`--ladder` and `--inputs` take further overrides applied to every row (e.g. model.vocab_size=32768).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +23,14 @@ from .config import CONFIG_DIR
 from .errors import ConfigError
 from .model import parameter_groups
 
+FIXED_REFERENCE = "binary16"            # the ladder's "fixed input" column
+MATCHED_REFERENCE = "binary16_sizematched"
+
+
+def available(group: str) -> list[str]:
+    """Option names of a config group (conf/<group>/*.yaml)."""
+    return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
+
 
 def compose_config(overrides: list[str]) -> DictConfig:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
@@ -29,23 +41,108 @@ def describe(cfg: DictConfig) -> dict[str, Any]:
     with torch.device("meta"):
         model = build_model(cfg.model, cfg.input)
     params = parameter_groups(model)
-    return {
+    props = model.input.properties()
+    preset = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k not in ("name", "source")}
+    out = {
         "input": cfg.input.name,
         "model": cfg.model.name,
         "model_source": cfg.model.get("source"),
-        "architecture": {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items()
-                         if k not in ("name", "source")},
+        "architecture": model.config.to_dict(),  # what was built (size matching may change the preset)
         "params": params,
         "input_table_share_of_trainable": params["input_trainable"] / params["trainable"],
-        "input_props": model.input.properties(),
+        "input_props": props,
     }
+    if props.get("size_match"):
+        out["preset_architecture"] = preset
+        out["size_match"] = {
+            "target_trainable (learned input)": props["size_match_target_trainable"],
+            "unmatched_trainable (this input, preset body)": props["size_match_unmatched_trainable"],
+            "matched_trainable": params["trainable"],
+            "relative_error": props["size_match_rel_error"],
+            "changed": {k: [props[f"size_match_base_{k}"], props[f"size_match_{k}"]] for k in ("n_layer", "d_ff")
+                        if props[f"size_match_base_{k}"] != props[f"size_match_{k}"]},
+        }
+    return out
+
+
+def describe_overrides(overrides: list[str]) -> dict[str, Any]:
+    return describe(compose_config(overrides))
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def ladder_rows(extra: list[str] | None = None) -> list[dict[str, Any]]:
+    """One row per model preset: architecture and trainable counts for learned vs fixed inputs."""
+    rows = []
+    for model in available("model"):
+        base = [f"model={model}", *(extra or [])]
+        learned = describe_overrides([*base, "input=learned"])
+        fixed = describe_overrides([*base, f"input={FIXED_REFERENCE}"])
+        matched = describe_overrides([*base, f"input={MATCHED_REFERENCE}"])
+        arch = learned["architecture"]
+        rows.append({
+            "model": model, "source": learned["model_source"], "arch": arch,
+            "learned": learned["params"], "fixed": fixed["params"], "matched_arch": matched["architecture"],
+            "matched": matched["params"],
+        })
+    return sorted(rows, key=lambda r: r["learned"]["trainable"])
+
+
+def ladder_markdown(extra: list[str] | None = None) -> str:
+    lines = [
+        "| preset | layers | d_model | heads (kv) | d_ff | V | trainable, learned input | trainable, fixed input "
+        "| input table share | size-matched fixed (d_ff → trainable) | source |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in ladder_rows(extra):
+        a = r["arch"]
+        heads = f"{a['n_head']} ({a['n_kv_head'] or a['n_head']})"
+        share = r["learned"]["input_trainable"] / r["learned"]["trainable"]
+        lines.append(
+            f"| {r['model']} | {a['n_layer']} | {a['d_model']} | {heads} | {a['d_ff']} | {_n(a['vocab_size'])} "
+            f"| {_n(r['learned']['trainable'])} | {_n(r['fixed']['trainable'])} | {share:.1%} "
+            f"| {r['matched_arch']['d_ff']} → {_n(r['matched']['trainable'])} | {r['source']} |"
+        )
+    lines.append("")
+    lines.append(f"Fixed input = {FIXED_REFERENCE} (0 trainable input parameters; every fixed code gives the same "
+                 f"counts). Size-matched = {MATCHED_REFERENCE}: d_ff widened until trainable is within 1% of the "
+                 "learned column. Untied heads throughout.")
+    return "\n".join(lines)
+
+
+def inputs_markdown(extra: list[str] | None = None) -> str:
+    """Every conf/input variant on one model preset."""
+    lines = ["| input | type | trainable | input trainable | input total | body | head | code width | notes |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    model = None
+    for name in available("input"):
+        d = describe_overrides([f"input={name}", *(extra or [])])
+        p, props, model = d["params"], d["input_props"], d["model"]
+        notes = []
+        if props.get("size_match"):
+            notes.append(f"d_ff {props['size_match_base_d_ff']}→{props['size_match_d_ff']}, "
+                         f"{props['size_match_rel_error']:+.3%} vs learned")
+        if props.get("trainable") is False:
+            notes.append("frozen table")
+        if props.get("scale_mode") == "match_init":
+            notes.append(f"scale {props['scale']:.4g}")
+        lines.append(f"| {name} | {props['type']} | {_n(p['trainable'])} | {_n(p['input_trainable'])} "
+                     f"| {_n(p['input_total'])} | {_n(p['body'])} | {_n(p['head'])} | {props.get('code_width')} "
+                     f"| {'; '.join(notes)} |")
+    return f"Model preset: {model}\n\n" + "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    overrides = list(sys.argv[1:] if argv is None else argv)
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        cfg = compose_config(overrides)
-        print(json.dumps(describe(cfg), indent=2))
+        if "--ladder" in args:
+            print(ladder_markdown([a for a in args if a != "--ladder"]))
+        elif "--inputs" in args:
+            print(inputs_markdown([a for a in args if a != "--inputs"]))
+        else:
+            print(json.dumps(describe_overrides(args), indent=2))
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

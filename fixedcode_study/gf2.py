@@ -7,6 +7,8 @@ instant; clarity beats bit-packing tricks.
 from __future__ import annotations
 
 import hashlib
+import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,8 +60,8 @@ def weight_constraint_feasible(k: int, min_weight: int) -> bool:
     """Rule out weight constraints that no invertible K x K matrix can meet.
 
     A weight above K is impossible, and weight exactly K makes every row the all-ones vector
-    (rank 1), so it only works for K = 1. Tighter limits exist but are not needed: the seeded
-    search below reports clearly when it cannot find a matrix.
+    (rank 1), so it only works for K = 1. Every weight <= K - 1 is achievable
+    (`dense_feasible_matrix`), so this test is exact.
     """
     if min_weight <= 0:
         return True
@@ -75,22 +77,94 @@ def sample_invertible(
 ) -> tuple[np.ndarray, np.ndarray | None, int]:
     """Draw A (K x K, full GF(2) rank, row/col weights >= min_weight) and optional shift b.
 
-    Rejection sampling from a seeded numpy Generator: the same (k, seed, min_weight, affine)
-    always yields the same matrix. Returns (A, b or None, number of draws it took).
+    The same (k, seed, min_weight, affine) always yields the same matrix. Returns (A, b or None,
+    number of rejection draws; 0 when the constrained walk below produced A). See `sample_constrained`.
     """
+    drawn = sample_constrained(k, seed, min_weight, affine, max_tries)
+    return drawn.matrix, drawn.shift, drawn.draws
+
+
+@dataclass(frozen=True)
+class SampledMatrix:
+    matrix: np.ndarray          # (K, K) uint8, invertible over GF(2)
+    shift: np.ndarray | None    # (K,) uint8 when affine
+    draws: int                  # rejection draws used (0 for the walk)
+    method: str                 # "rejection" or "walk"
+
+
+def uniform_row_pass_probability(k: int, min_weight: int) -> float:
+    """P(a uniform random K-bit row has weight >= min_weight)."""
+    return sum(math.comb(k, w) for w in range(max(0, min_weight), k + 1)) / 2**k
+
+
+def sample_constrained(
+    k: int, seed: int, min_weight: int, affine: bool, max_tries: int = 100_000
+) -> SampledMatrix:
+    """Seeded draw of an invertible K x K matrix whose rows and columns all have weight >= min_weight.
+
+    1. Rejection sampling of uniform 0/1 matrices (exactly uniform over the constrained set).
+       This is the original sampler: every (k, seed, min_weight) it ever answered still gives
+       the same matrix.
+    2. When rejection cannot succeed in practice (expected accepted draws in `max_tries` < 0.01,
+       treating the 2K weight tests as independent; e.g. K=16, min_weight=8) or ran out of
+       draws (the old sampler raised there), a seeded random walk
+       inside the constrained set: start from a dense feasible matrix, permute rows and columns,
+       then flip single entries, keeping a flip only if weights stay >= min_weight and A stays
+       invertible. Not exactly uniform, but every feasible constraint gets a matrix, deterministically.
+    Infeasible constraints (`weight_constraint_feasible` is False) raise ValueError.
+    """
+    if not weight_constraint_feasible(k, min_weight):
+        raise ValueError(f"no invertible {k}x{k} GF(2) matrix has all row/column weights >= {min_weight}")
     rng = np.random.default_rng(seed)
-    for attempt in range(1, max_tries + 1):
-        a = rng.integers(0, 2, size=(k, k), dtype=np.uint8)
-        if a.sum(axis=1).min() < min_weight or a.sum(axis=0).min() < min_weight:
+    hopeless = uniform_row_pass_probability(k, min_weight) ** (2 * k) * max_tries < 0.01
+    if not hopeless:
+        for attempt in range(1, max_tries + 1):
+            a = rng.integers(0, 2, size=(k, k), dtype=np.uint8)
+            if a.sum(axis=1).min() < min_weight or a.sum(axis=0).min() < min_weight:
+                continue
+            if gf2_rank(a) != k:
+                continue
+            b = rng.integers(0, 2, size=k, dtype=np.uint8) if affine else None
+            return SampledMatrix(a, b, attempt, "rejection")
+    walk_rng = np.random.default_rng([seed, k, max(0, min_weight), 1])  # its own stream
+    a = _constrained_walk(k, min_weight, walk_rng)
+    b = walk_rng.integers(0, 2, size=k, dtype=np.uint8) if affine else None
+    return SampledMatrix(a, b, 0, "walk")
+
+
+def dense_feasible_matrix(k: int) -> np.ndarray:
+    """An invertible K x K matrix with every row and column weight >= K - 1 (the densest possible).
+
+    Even K: J - I (its own inverse, since (J - I)^2 = K J + I = I mod 2).
+    Odd K: J - I with the last row replaced by all ones (adding that row to the others gives e_i).
+    """
+    if k == 1:
+        return np.ones((1, 1), dtype=np.uint8)
+    a = (np.ones((k, k), dtype=np.uint8) - np.eye(k, dtype=np.uint8))
+    if k % 2:
+        a[-1] = 1
+    return a
+
+
+def _constrained_walk(k: int, min_weight: int, rng: np.random.Generator) -> np.ndarray:
+    a = dense_feasible_matrix(k)[rng.permutation(k)][:, rng.permutation(k)].copy()
+    inv = gf2_inverse(a)
+    rows, cols = a.sum(axis=1).astype(np.int64), a.sum(axis=0).astype(np.int64)
+    for _ in range(4 * k * k):
+        i, j = (int(v) for v in rng.integers(0, k, size=2))
+        delta = 1 - 2 * int(a[i, j])  # +1 sets the bit, -1 clears it
+        if rows[i] + delta < min_weight or cols[j] + delta < min_weight:
             continue
-        if gf2_rank(a) != k:
+        # Flipping A[i, j] adds e_i e_j^T: the result is invertible iff (A^-1)[j, i] == 0, and then
+        # (Sherman-Morrison over GF(2)) the new inverse is A^-1 + (A^-1 e_i)(e_j^T A^-1).
+        if inv[j, i]:
             continue
-        b = rng.integers(0, 2, size=k, dtype=np.uint8) if affine else None
-        return a, b, attempt
-    raise RuntimeError(
-        f"no invertible {k}x{k} GF(2) matrix with row/column weight >= {min_weight} "
-        f"found in {max_tries} draws from seed {seed}"
-    )
+        inv ^= np.outer(inv[:, i], inv[j, :]).astype(np.uint8)
+        a[i, j] ^= 1
+        rows[i] += delta
+        cols[j] += delta
+    assert gf2_rank(a) == k and a.sum(axis=1).min() >= min_weight and a.sum(axis=0).min() >= min_weight
+    return a
 
 
 def matrix_sha256(a: np.ndarray, b: np.ndarray | None) -> str:

@@ -1,0 +1,180 @@
+"""Sweep files (sweeps/*.yaml) and their launcher: job counts and contents without training; one
+study end to end at a tiny budget (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixedcode_study import sweep
+from fixedcode_study.errors import ConfigError
+
+STUDIES = ["main", "code_width", "gf2_matrices", "scale_matching", "controls", "model_size"]
+
+
+def keys(jobs) -> set[str]:
+    return {j.job_dir.name for j in jobs}
+
+
+@pytest.fixture(scope="module")
+def out_root(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        root = tmp_path_factory.mktemp("sweep_out")
+        mp.setenv("FIXEDCODE_OUT", str(root))
+        yield root
+
+
+_PLANS: dict = {}
+
+
+@pytest.fixture(scope="module")
+def planned(out_root):
+    """Every study's jobs at both scales, composed once per module (composing is the slow part)."""
+    def get(name: str, scale: str = "cpu"):
+        if (name, scale) not in _PLANS:
+            _PLANS[name, scale] = sweep.plan(sweep.load_study(name), scale)
+        return _PLANS[name, scale]
+    return get
+
+
+def test_every_required_study_has_a_file():
+    assert set(STUDIES) <= set(sweep.available_studies())
+
+
+@pytest.mark.parametrize("name", sweep.available_studies())
+@pytest.mark.parametrize("scale", sweep.SCALES)
+def test_study_job_count_and_directories(name, scale, planned, out_root):
+    study = sweep.load_study(name)
+    jobs = planned(name, scale)
+    assert len(jobs) == study.jobs[scale]  # the count the file states is the count Hydra launches
+    assert len(keys(jobs)) == len(jobs)
+    for job in jobs:
+        assert job.job_dir.parent == out_root / "multirun" / name  # one directory per study
+        assert job.cfg.name == name and f"name={name}" in job.overrides
+    assert study.description and study.cost
+
+
+@pytest.mark.parametrize("name", sweep.available_studies())
+def test_every_cpu_job_builds(name, planned):
+    facts = sweep.job_facts(planned(name, "cpu"))  # raises ConfigError on a bad job
+    assert all(f["flops"] > 0 and f["trainable"] > 0 for f in facts)
+
+
+def test_every_paper_scale_model_and_input_builds(planned):
+    """The paper scale of each study builds too (shapes only): one job per distinct (model, input)."""
+    seen = {}
+    for name in sweep.available_studies():
+        for job in planned(name, "paper"):
+            seen.setdefault((job.cfg.model.name, json.dumps(dict(job.cfg.input), sort_keys=True, default=str)), job)
+    facts = sweep.job_facts(list(seen.values()))
+    assert {f["model"] for f in facts} == {"smollm2_135m", "smollm2_360m", "paper_1p7b"}
+    assert all(f["tokens"] == 2**35 for f in facts)
+
+
+def test_main_is_the_documented_hydra_command(planned):
+    jobs = planned("main")
+    assert keys(jobs) == {f"input={i},seed={s}" for i in ("learned", "binary16", "gf2") for s in (1, 2, 3)}
+    # Same directories as the documented command (name=main is the default and not in job keys).
+    direct = [sweep.compose_job(o) for o in sweep.expand(["input=learned,binary16,gf2", "seed=1,2,3"])]
+    assert {str(c.hydra.sweep.subdir) for c in direct} == keys(jobs)
+    assert {str(c.hydra.sweep.dir) for c in direct} == {str(jobs[0].job_dir.parent)}
+
+
+def test_study_contents(planned):
+    def props(name):
+        return [(j.cfg.input.name, dict(j.cfg.input), j.cfg.seed) for j in planned(name)]
+
+    widths = {(n, i.get("code_width")) for n, i, _ in props("code_width")}
+    assert widths == {("learned", None), ("binary", None), ("binary16", 16), ("wide", 24), ("wide", 32),
+                      ("wide", 64), ("wide_random", 32)}
+    gf2 = props("gf2_matrices")
+    assert {i["matrix_seed"] for n, i, _ in gf2 if n == "gf2"} == {12345, 1, 2, 3, 4}
+    assert {i["min_weight"] for n, i, _ in gf2 if n == "gf2"} == {1, 4, 8}
+    assert sum(1 for n, i, _ in gf2 if n == "gf2" and i["affine"]) == 3
+    scales = {(i["values"], i["scale"]) for n, i, _ in props("scale_matching") if n == "binary16"}
+    assert scales == {(v, s) for v in ("01", "pm1") for s in (1.0, 0.1, "match_init")}  # "01" stays a string
+    controls = {n for n, _, _ in props("controls")}
+    assert {"random_fixed", "frozen_learned", "learned_lowdim", "binary16_sizematched"} <= controls
+    assert {j.cfg.model.name for j in planned("model_size")} == {"cpu_tiny", "cpu_30m"}
+    assert {j.cfg.model.name for j in planned("model_size", "paper")} == {
+        "smollm2_135m", "smollm2_360m", "paper_1p7b"}
+    for name in sweep.available_studies():
+        assert {s for _, _, s in props(name)} == {1, 2, 3}, name
+
+
+def test_extra_overrides_replace_grid_keys_or_apply_to_all():
+    study = sweep.load_study("model_size")
+    jobs = sweep.plan(study, "cpu", ["seed=1", "model=test_micro", "train.tokens=4096"])
+    assert len(jobs) == 3
+    assert all(j.cfg.model.name == "test_micro" and j.cfg.train.tokens == 4096 and j.cfg.seed == 1 for j in jobs)
+    assert sweep.launch_overrides(study, "cpu", ["seed=1"])[0][0] == "name=model_size"
+
+
+def test_invalid_job_in_a_study_fails_before_launch_and_names_the_job():
+    jobs = sweep.plan(sweep.load_study("code_width"), "cpu", ["model=test_micro", "seed=1"])
+    sweep.job_facts(jobs)  # widths up to 64 fit test_micro's d_model=64
+    jobs = sweep.plan(sweep.load_study("code_width"), "cpu", ["model=test_micro", "model.d_model=32", "model.n_head=2", "seed=1"])
+    with pytest.raises(ConfigError) as err:
+        sweep.job_facts(jobs)
+    assert err.value.field == "model.d_model" and "(in job " in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_dry_run_lists_commands_jobs_and_cost(capsys):
+    sweep.main(["main", "--dry-run"])
+    out = capsys.readouterr().out
+    assert "$ python -m fixedcode_study.run -m name=main input=learned,binary16,gf2 seed=1,2,3" in out
+    assert out.count("input=gf2,seed=") == 3 and "CPU-hours" in out
+    sweep.main(["controls", "--dry-run", "--scale", "paper"])
+    assert "GPU-hours" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        sweep.main(["nonexistent", "--dry-run"])
+    assert exit_.value.code == 2
+
+
+def test_format_value_keeps_strings_strings():
+    assert sweep.format_value("01") == "'01'" and sweep.format_value("true") == "'true'"
+    assert sweep.format_value(True) == "true" and sweep.format_value(0.1) == "0.1"
+    assert sweep.format_value("match_init") == "match_init" and sweep.format_value(None) == "null"
+
+
+@pytest.mark.slow
+def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
+    """Every control variant really trains through the launcher -> run -m -> Lightning, lands in one
+    study directory, records its properties, is readable by analysis, and a re-run skips it."""
+    env = {**os.environ, "FIXEDCODE_OUT": str(tmp_path / "out"), "FIXEDCODE_CACHE": str(tmp_path / "cache"),
+           "WANDB_MODE": "disabled"}
+    extra = ["seed=1", "model=test_micro", "logger=csv", "train.tokens=2048", "train.batch_size=4",
+             "train.val_every=4", "train.log_every=2", "train.val_batch_size=8"]
+    cmd = [sys.executable, "-m", "fixedcode_study.sweep", "controls", *extra]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    study_dir = tmp_path / "out" / "multirun" / "controls"
+    results = {p.parent.name: json.loads(p.read_text()) for p in study_dir.glob("*/results.json")}
+    inputs = sweep.load_study("controls").grids[0]["input"]
+    monkeypatch.setenv("FIXEDCODE_OUT", str(tmp_path / "out"))
+    planned = sweep.plan(sweep.load_study("controls"), "cpu", extra)
+    assert set(results) == keys(planned) and len(results) == len(inputs)
+    by_input = {r["input"]: r for r in results.values()}
+    for name, r in by_input.items():
+        assert r["status"] == "completed" and r["sweep"] == "controls", (name, r.get("error"))
+        assert r["tokens_seen"] >= 2048
+    assert by_input["frozen_learned"]["params"]["input_trainable"] == 0
+    assert by_input["frozen_learned"]["input_props"]["trainable"] is False
+    assert by_input["learned_lowdim"]["params"]["input_trainable"] == 512 * 16
+    assert by_input["random_fixed"]["input_props"]["storage"] == "buffer"
+    matched = by_input["binary16_sizematched"]
+    assert abs(matched["params"]["trainable"] / by_input["learned"]["params"]["trainable"] - 1) <= 0.01
+    assert matched["input_props"]["size_match_d_ff"] > matched["input_props"]["size_match_base_d_ff"]
+
+    from analysis.load import load_run_dirs
+
+    loaded = load_run_dirs([study_dir])
+    assert set(loaded.jobs["input"]) == set(inputs) and loaded.jobs["included"].all()
+
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "already completed; skipping" in again.stdout
