@@ -19,13 +19,21 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import torch
+from omegaconf import DictConfig, OmegaConf
 from safetensors.torch import load_file, save_file
 
-from .errors import ConfigError
 from .build import build_model
+from .errors import ConfigError
 from .model import Decoder
 
 FORMAT_VERSION = 1
+
+
+def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A resolved plain dict: nested OmegaConf nodes would otherwise be written as strings."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return dict(cfg)
 
 
 def save_checkpoint(
@@ -44,8 +52,8 @@ def save_checkpoint(
         save_file(state, str(tmp / "model.safetensors"), metadata={"format_version": str(FORMAT_VERSION)})
         config = {
             "format_version": FORMAT_VERSION,
-            "model": dict(model_cfg),
-            "input": dict(input_cfg),
+            "model": _plain(model_cfg),
+            "input": _plain(input_cfg),
             "input_props": model.input.properties(),
             **(dict(extra) if extra else {}),
         }
