@@ -1,7 +1,8 @@
 """Per-job results: `results.json` is the source of truth for every number analysis reports.
 
 Written atomically (temporary file + rename): a job that dies mid-write leaves the previous
-version, never a truncated file. Status moves running -> completed | failed.
+version, never a truncated file. Status moves running -> completed | failed | preempted
+(preempted: stopped by a signal after saving checkpoints/last.ckpt; re-running resumes it).
 """
 
 from __future__ import annotations
@@ -36,14 +37,24 @@ def read_results(job_dir: str | os.PathLike) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def is_completed(job_dir: str | os.PathLike) -> bool:
+    """The completion marker: results.json says completed AND holds the final numbers AND the final
+    weights it points to exist. Anything less (a crash, a kill, a hand-edited file) is re-run or
+    resumed rather than trusted."""
     res = read_results(job_dir)
-    return bool(res) and res.get("status") == "completed"
+    if not res or res.get("status") != "completed":
+        return False
+    final = res.get("final")
+    if not isinstance(final, dict) or not isinstance(final.get("val_loss"), (int, float)):
+        return False
+    ckpt = res.get("checkpoint")
+    return bool(ckpt) and (Path(job_dir) / ckpt / "model.safetensors").exists()
 
 
 def versions() -> dict[str, str]:

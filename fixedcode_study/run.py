@@ -1,8 +1,11 @@
 """Hydra entry point: `python -m fixedcode_study.run [-m] [overrides]`.
 
 Thin by design: compose the config, skip jobs that already completed, call `train_job`.
-In a sweep (-m) a failing job is recorded as failed and the sweep goes on; the process then exits
-non-zero and prints which jobs failed. A bad setting stops with one line naming the field.
+Re-running a command is always safe: completed jobs are skipped, interrupted ones resume from
+their last checkpoint, missing ones run. In a sweep (-m) a failing job is recorded as failed and
+the sweep goes on; at the end a summary lists every job's outcome and the process exits 1 when
+any failed. A bad setting stops with one line naming the field. A preempted job (SIGTERM) saves
+a checkpoint and exits 143 at once, so a scheduler can requeue the same command.
 """
 
 from __future__ import annotations
@@ -13,15 +16,23 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig
 
 from .config import CONFIG_DIR
 from .errors import ConfigError
 from .results import is_completed, read_results
+from .resume import Preempted
 from .train import train_job
 
+COMPLETED: list[str] = []
 FAILED: list[tuple[str, str]] = []
 SKIPPED: list[str] = []
+
+
+def say(message: str, err: bool = False) -> None:
+    if rank_zero_only.rank == 0:  # ranks > 0 of a distributed job run this too; one voice is enough
+        print(message, file=sys.stderr if err else sys.stdout, flush=True)
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
@@ -30,38 +41,45 @@ def main(cfg: DictConfig) -> float | None:
     job_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     if is_completed(job_dir) and not cfg.force:
-        print(f"[run] {job_dir} already completed; skipping (force=true re-runs it)")
+        say(f"[run] {job_dir} already completed; skipping (force=true re-runs it)")
         SKIPPED.append(str(job_dir))
         return read_results(job_dir)["final"]["val_loss"]
     try:
         record = train_job(cfg, job_dir, list(hc.overrides.task))
+    except Preempted as stop:
+        say(f"[run] job {job_dir.name} {stop}", err=True)
+        raise  # exits 143; a sweep stops here too (its allocation is going away)
     except ConfigError as err:
         if not multirun:
-            print(f"error: {err}", file=sys.stderr)
+            say(f"error: {err}", err=True)
             sys.exit(2)
         FAILED.append((str(job_dir), str(err)))
-        print(f"[run] job {job_dir.name} failed: {err}", file=sys.stderr)
+        say(f"[run] job {job_dir.name} failed: {err}", err=True)
         return None
-    except Exception as err:  # noqa: BLE001 - a sweep must outlive one broken job
+    except Exception as err:
         if not multirun:
             raise
-        FAILED.append((str(job_dir), f"{type(err).__name__}: {err}"))
-        print(f"[run] job {job_dir.name} failed: {type(err).__name__}: {err}", file=sys.stderr)
+        FAILED.append((str(job_dir), f"{type(err).__name__}: {err}".splitlines()[0]))
+        say(f"[run] job {job_dir.name} failed: {type(err).__name__}: {err}", err=True)
         return None
+    COMPLETED.append(str(job_dir))
     final = record["final"]
-    print(f"[run] {job_dir.name}: val_loss={final['val_loss']:.4f} val_ppl={final['val_ppl']:.2f} "
-          f"val_bpb={final['val_bpb']:.4f} ({record['tokens_per_second']:.0f} tokens/s) -> {job_dir}")
+    resumed = f", resumed from step {record['resumed_from_step']}" if record.get("resumed_from_step") else ""
+    say(f"[run] {job_dir.name}: val_loss={final['val_loss']:.4f} val_ppl={final['val_ppl']:.2f} "
+        f"val_bpb={final['val_bpb']:.4f} ({record['tokens_per_second']:.0f} tokens/s{resumed}) -> {job_dir}")
     return final["val_loss"]
 
 
 def cli() -> None:
     main()
     if SKIPPED:
-        print(f"[run] {len(SKIPPED)} job(s) were already complete and skipped")
+        say(f"[run] {len(SKIPPED)} job(s) were already complete and skipped")
+    if len(COMPLETED) + len(SKIPPED) + len(FAILED) > 1:
+        say(f"[run] summary: {len(COMPLETED)} ran, {len(SKIPPED)} skipped as complete, {len(FAILED)} failed")
     if FAILED:
-        print(f"[run] {len(FAILED)} job(s) failed:", file=sys.stderr)
+        say(f"[run] {len(FAILED)} job(s) failed:", err=True)
         for job, why in FAILED:
-            print(f"  {job}: {why}", file=sys.stderr)
+            say(f"  {job}: {why}", err=True)
         sys.exit(1)
 
 

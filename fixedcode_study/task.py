@@ -85,11 +85,14 @@ class LanguageModelTask(L.LightningModule):
         self._train_time += time.perf_counter() - self._t_batch
         step = self.global_step  # already advanced past the optimizer step that just ran
         due = step % self.log_every == 0 or step == self.max_steps
-        # With gradient accumulation several micro-batches share one global step: log once.
-        if self._window_n and due and step != self._last_logged_step:
+        # With gradient accumulation several micro-batches share one global step: log once, at
+        # the micro-batch whose optimizer step completed it (step 0 is never a completed step).
+        if self._window_n and due and step > 0 and step != self._last_logged_step:
             self._last_logged_step = step
+            # Mean over ranks too, so the curve is the global batch's loss whatever the world size.
+            window_sum = self.trainer.strategy.reduce(self._window_loss, reduce_op="sum")
             self._emit({
-                "train/loss": self._window_loss.item() / self._window_n,
+                "train/loss": window_sum.item() / (self._window_n * self.trainer.world_size),
                 "train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
                 "train/tokens_per_second": self.tokens_seen / max(self._train_time, 1e-9),
             })
@@ -98,6 +101,27 @@ class LanguageModelTask(L.LightningModule):
     @property
     def train_seconds(self) -> float:
         return self._train_time
+
+    # -- resume ------------------------------------------------------------------------------
+    # Host-side counters travel in the checkpoint so a resumed run logs exactly what an
+    # uninterrupted one would: the partial train/loss window, and train time that accumulates
+    # across attempts (tokens_seen follows from the restored global_step).
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["task_state"] = {
+            "train_seconds": self._train_time,
+            "window_loss": self._window_loss.detach().cpu(),
+            "window_n": self._window_n,
+            "last_logged_step": self._last_logged_step,
+            "last_val": dict(self.last_val),
+            "last_val_step": self.last_val_step,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint["task_state"]
+        self._train_time = float(state["train_seconds"])
+        self._window_loss, self._window_n = state["window_loss"].clone(), int(state["window_n"])
+        self._last_logged_step = int(state["last_logged_step"])
+        self.last_val, self.last_val_step = dict(state["last_val"]), int(state["last_val_step"])
 
     # -- validation --------------------------------------------------------------------------
     def on_validation_epoch_start(self) -> None:
@@ -125,6 +149,22 @@ class LanguageModelTask(L.LightningModule):
         self.last_val_step = self.global_step
         if not self.trainer.sanity_checking:
             self._emit({k: v for k, v in self.last_val.items() if k != "val/tokens"})
+            self.publish_summary()
+
+    def on_train_end(self) -> None:
+        self.publish_summary()
+
+    def publish_summary(self) -> None:
+        """Put the numbers results.json needs into trainer.callback_metrics ("summary/*").
+
+        That dict is what Lightning carries back from worker processes (ddp_spawn), so the caller
+        reads one place whichever strategy ran the loop.
+        """
+        values = {"global_step": self.global_step, "train_seconds": self._train_time,
+                  "last_val_step": self.last_val_step,
+                  **{k.replace("/", "_"): v for k, v in self.last_val.items()}}
+        for key, value in values.items():
+            self.trainer.callback_metrics[f"summary/{key}"] = torch.tensor(float(value), dtype=torch.float64)
 
     # -- optimisation ------------------------------------------------------------------------
     def param_groups(self) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 
 `metrics.csv` has one row per (step, metric): `step,tokens,metric,value`. Long format can be
 appended forever (new metrics never force a rewrite, a resumed run never wipes earlier rows)
-and is what analysis reads directly.
+and is what analysis reads directly. On resume, rows a killed attempt logged *after* the
+checkpoint's step are dropped first (resume.trim_metrics), so each (step, metric) appears once.
 
 W&B runs offline automatically when there is no API key or no route to the server; offline runs
 can be uploaded later with `wandb sync <job_dir>/wandb/offline-run-*`.
@@ -92,8 +93,12 @@ def resolve_wandb_mode(requested: str) -> str:
 
 
 def make_wandb_logger(cfg: Mapping[str, Any], job_dir: Path, run_name: str, group: str, job_type: str,
-                      tags: list[str], config: dict[str, Any]):
-    """A Lightning WandbLogger for one job; its curves use training tokens as the x-axis."""
+                      tags: list[str], config: dict[str, Any], run_id: str | None = None):
+    """A Lightning WandbLogger for one job; its curves use training tokens as the x-axis.
+
+    `run_id` (kept in results.json) makes a resumed job continue the same W&B run rather than
+    start a second one; a fresh start gets a new id.
+    """
     from lightning.pytorch.loggers import WandbLogger
 
     mode = resolve_wandb_mode(str(cfg.get("mode", "auto")))
@@ -108,6 +113,8 @@ def make_wandb_logger(cfg: Mapping[str, Any], job_dir: Path, run_name: str, grou
         mode=mode,
         config=config,
         reinit="finish_previous",  # several jobs in one process (Hydra multirun) each get a run
+        id=run_id,
+        resume="allow" if run_id else None,
     )
     run = logger.experiment
     run.define_metric("tokens")

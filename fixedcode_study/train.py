@@ -1,45 +1,63 @@
 """One training job, start to finish: data -> model -> Lightning fit -> checkpoint -> results.json.
 
 `train_job` is what the Hydra app calls per job; it is plain Python so tests and other launchers
-can call it directly with a composed config.
+can call it directly with a composed config. Its steps, in order:
+  1. seed, plan the global batch       5. trainer (strategy from conf/trainer) + resume point
+  2. prepare data (cached)             6. fit, resuming from checkpoints/last.ckpt if present
+  3. build the model                   7. final validation (unless the budget ended on one)
+  4. records, config, loggers (rank 0) 8. final weights (safetensors) and results.json "completed"
+
+Distributed runs execute this on every rank; only global rank 0 writes results.json,
+config.yaml, metrics.csv and W&B. Resuming is automatic: re-running the same command finds
+last.ckpt in the job directory (see resume.py for what a checkpoint holds).
 """
 
 from __future__ import annotations
 
-import math
+import shutil
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from hydra.utils import instantiate
+from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from .batches import TokenDataModule
 from .build import build_model
 from .checkpoint import save_checkpoint
 from .data import prepare
+from .distributed import BatchPlan, StepAlignedDataModule, plan_batch, world_size
 from .errors import ConfigError
 from .model import parameter_groups
-from .results import RESULTS_FILE, SCHEMA_VERSION, versions, write_json_atomic
+from .results import (
+    RESULTS_FILE,
+    SCHEMA_VERSION,
+    read_results,
+    versions,
+    write_json_atomic,
+)
+from .resume import (
+    LAST,
+    Preempted,
+    ResumableCheckpoint,
+    checkpoint_dir,
+    checkpoint_step,
+    resume_path,
+    trim_metrics,
+)
 from .task import LanguageModelTask
 from .tracking import LongCSVLogger, make_wandb_logger
 
-
-def world_size(trainer_cfg: DictConfig) -> int:
-    devices = trainer_cfg.get("devices", 1)
-    n = devices if isinstance(devices, int) and devices > 0 else 1
-    return n * int(trainer_cfg.get("num_nodes", 1))
+__all__ = ["base_record", "plan_steps", "train_job", "world_size"]
 
 
 def plan_steps(cfg: DictConfig) -> tuple[int, int]:
     """(tokens per optimizer step, optimizer steps) for the token budget."""
-    t = cfg.train
-    if int(t.tokens) <= 0:
-        raise ConfigError("train.tokens", f"budget {t.tokens} is not positive", "set train.tokens to a positive count")
-    per_step = int(t.batch_size) * int(t.seq_len) * int(t.grad_accum) * world_size(cfg.trainer)
-    return per_step, max(1, math.ceil(int(t.tokens) / per_step))
+    plan = plan_batch(cfg)
+    return plan.tokens_per_step, plan.max_steps
 
 
 def base_record(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> dict[str, Any]:
@@ -61,73 +79,177 @@ def base_record(cfg: DictConfig, job_dir: Path, overrides: list[str]) -> dict[st
     }
 
 
+def _checkpoint_cfg(cfg: DictConfig) -> DictConfig:
+    return cfg.get("checkpoint") or OmegaConf.create({})
+
+
+def build_trainer(cfg: DictConfig, plan: BatchPlan, job_dir: Path, callbacks: list[Any]) -> L.Trainer:
+    trainer: L.Trainer = instantiate(
+        cfg.trainer, max_steps=plan.max_steps, max_epochs=-1, logger=False, callbacks=callbacks,
+        default_root_dir=str(job_dir), check_val_every_n_epoch=None,
+        # Lightning counts validation intervals in micro-batches: align them to optimizer steps.
+        val_check_interval=min(int(cfg.train.val_every), plan.max_steps) * plan.grad_accum,
+        accumulate_grad_batches=plan.grad_accum, log_every_n_steps=int(cfg.train.log_every),
+        # Validation windows are already sharded by rank (batches.ValidationWindows); a
+        # DistributedSampler on top would shard twice and pad with duplicates.
+        use_distributed_sampler=False,
+    )
+    if trainer.world_size != plan.world:
+        raise ConfigError("trainer.devices", f"the trainer runs {trainer.world_size} processes but the batch plan "
+                          f"assumed {plan.world}", "set trainer.devices / trainer.num_nodes to explicit numbers")
+    return trainer
+
+
+def _refuse_reexec_in_sweep(trainer: L.Trainer) -> None:
+    """Lightning's `ddp` launches ranks by re-running the command line; under `-m` that re-runs the
+    whole sweep in every rank. Sweeps need one process per job (ddp_spawn, or a cluster launcher
+    that starts the ranks itself)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from lightning.pytorch.strategies.launchers.subprocess_script import (
+        _SubprocessScriptLauncher,
+    )
+
+    if (HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+            and isinstance(trainer.strategy.launcher, _SubprocessScriptLauncher)):
+        raise ConfigError("trainer", "strategy=ddp re-executes the command line per rank, which re-runs the "
+                          "whole -m sweep in each rank", "use trainer=ddp_spawn for sweeps on one machine, "
+                          "hydra/launcher=submitit_slurm on a cluster, or run jobs one command at a time")
+
+
+def _final_weights(trainer: L.Trainer, task: LanguageModelTask, cfg: DictConfig) -> torch.nn.Module | None:
+    """The trained Decoder as a plain module on rank 0 (gathered from shards under FSDP)."""
+    from lightning.pytorch.strategies import FSDPStrategy
+
+    if not isinstance(trainer.strategy, FSDPStrategy):
+        return task.model if trainer.is_global_zero else None
+    full = trainer.strategy.lightning_module_state_dict()  # collective; full dict on rank 0 only
+    if not trainer.is_global_zero:
+        return None
+    model = build_model(cfg.model, cfg.input)
+    model.load_state_dict({k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")})
+    return model
+
+
+def _summary(trainer: L.Trainer) -> dict[str, float]:
+    return {k.split("/", 1)[1]: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("summary/")}
+
+
 def train_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Train one model; returns the completed results record (also written to results.json)."""
+    """Train one model; returns the completed results record (also written to results.json on rank 0)."""
     job_dir = Path(job_dir)
-    job_dir.mkdir(parents=True, exist_ok=True)
+    # Rank from the launcher's environment (RANK / LOCAL_RANK / SLURM_PROCID); confirmed by the
+    # trainer below. Every file write in this function is rank 0's.
+    is_zero = rank_zero_only.rank == 0
+    ckpt_cfg = _checkpoint_cfg(cfg)
+    previous = read_results(job_dir) or {}
     record = base_record(cfg, job_dir, overrides or [])
-    write_json_atomic(job_dir / RESULTS_FILE, record)
+    if previous.get("status") == "completed" and is_zero:  # force=true: train again from scratch
+        shutil.rmtree(checkpoint_dir(job_dir), ignore_errors=True)
+    ckpt_path = resume_path(job_dir) if ckpt_cfg.get("resume", True) else None
+    if is_zero:
+        job_dir.mkdir(parents=True, exist_ok=True)
+        record["attempts"] = int(previous.get("attempts", 0)) + 1 if ckpt_path else 1
+        record["wandb_id"] = previous.get("wandb_id") if ckpt_path and previous.get("wandb_id") else uuid.uuid4().hex[:12]
+        write_json_atomic(job_dir / RESULTS_FILE, record)
     wandb_logger = None
     try:
+        # 1. seed and batch plan
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-        tokens_per_step, max_steps = plan_steps(cfg)
+        plan = plan_batch(cfg)
+        # 2. data
         prepared = prepare(cfg.data)
-        model = build_model(cfg.model, cfg.input)  # after seeding: init depends on the seed only
+        # 3. model (after seeding: init depends on the seed only)
+        model = build_model(cfg.model, cfg.input)
         props = model.input.properties()
         params = parameter_groups(model)
         record.update(input_props=props, params=params, code_width=props.get("code_width"),
                       data={"name": cfg.data.name, **{k: prepared.meta[k] for k in (
                           "vocab_size", "tokenizer_vocab_size", "train_tokens", "val_tokens",
                           "val_bytes", "unigram_val_ppl", "cache_key")}},
-                      plan={"tokens_per_step": tokens_per_step, "max_steps": max_steps})
-        write_json_atomic(job_dir / RESULTS_FILE, record)
-        if hasattr(model.input, "matrix_record"):
-            write_json_atomic(job_dir / "gf2_matrix.json", model.input.matrix_record())
-        (job_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+                      plan=plan.as_record())
+        if cfg.train.get("compile"):
+            for block in model.blocks:  # per block: the unit FSDP wraps, and small graphs compile fast
+                block.compile()
 
-        loggers: list[Any] = [LongCSVLogger(job_dir)]
-        if cfg.logger.get("wandb"):
-            wandb_logger = make_wandb_logger(
-                cfg.logger.wandb, job_dir, run_name=f"{cfg.name}/{job_dir.name}", group=cfg.name,
-                job_type=cfg.input.name, tags=[f"input:{cfg.input.name}", f"seed:{cfg.seed}", f"model:{cfg.model.name}"],
-                config={**record["config"], "input_props": props, "params": params},
-            )
-            loggers.append(wandb_logger)
+        # 4. trainer, and who this process is
+        checkpointer = ResumableCheckpoint(
+            checkpoint_dir(job_dir), every_steps=int(ckpt_cfg.get("every_steps", 0)), grad_accum=plan.grad_accum,
+            keep_every_steps=int(ckpt_cfg.get("keep_every_steps", 0)),
+            preempt_signals=tuple(ckpt_cfg.get("preempt_signals", ("SIGTERM", "SIGUSR1", "SIGUSR2"))))
+        trainer = build_trainer(cfg, plan, job_dir, [checkpointer])
+        _refuse_reexec_in_sweep(trainer)
+        is_zero = trainer.is_global_zero
 
-        dm = TokenDataModule(prepared, int(cfg.train.seq_len), int(cfg.train.batch_size), int(cfg.seed),
-                             int(cfg.train.val_batch_size))
-        task = LanguageModelTask(model, cfg.optim, max_steps, tokens_per_step,
+        # 5. records, config and loggers: rank 0 only
+        loggers: list[Any] = []
+        if is_zero:
+            write_json_atomic(job_dir / RESULTS_FILE, record)
+            if hasattr(model.input, "matrix_record"):
+                write_json_atomic(job_dir / "gf2_matrix.json", model.input.matrix_record())
+            (job_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            metrics = job_dir / "metrics.csv"
+            if ckpt_path is not None:
+                record["resumed_from_step"] = checkpoint_step(ckpt_path)
+                trim_metrics(metrics, record["resumed_from_step"])
+            elif metrics.exists():  # an attempt that died before its first checkpoint: keep it aside
+                metrics.rename(job_dir / f"metrics.unfinished-{time.strftime('%Y%m%d-%H%M%S')}.csv")
+            loggers.append(LongCSVLogger(job_dir))
+            if cfg.logger.get("wandb"):
+                wandb_logger = make_wandb_logger(
+                    cfg.logger.wandb, job_dir, run_name=f"{cfg.name}/{job_dir.name}", group=cfg.name,
+                    job_type=cfg.input.name, tags=[f"input:{cfg.input.name}", f"seed:{cfg.seed}", f"model:{cfg.model.name}"],
+                    config={**record["config"], "input_props": props, "params": params}, run_id=record["wandb_id"],
+                )
+                loggers.append(wandb_logger)
+        trainer.loggers = loggers
+
+        # 6. fit, resuming from the last checkpoint when a previous attempt left one
+        dm = StepAlignedDataModule(prepared, int(cfg.train.seq_len), int(cfg.train.batch_size), int(cfg.seed),
+                                   int(cfg.train.val_batch_size), grad_accum=plan.grad_accum)
+        task = LanguageModelTask(model, cfg.optim, plan.max_steps, plan.tokens_per_step,
                                  torch.from_numpy(prepared.token_bytes()), int(cfg.train.log_every))
-        trainer: L.Trainer = instantiate(
-            cfg.trainer, max_steps=max_steps, max_epochs=-1, logger=loggers, default_root_dir=str(job_dir),
-            val_check_interval=min(int(cfg.train.val_every), max_steps), check_val_every_n_epoch=None,
-            accumulate_grad_batches=int(cfg.train.grad_accum), log_every_n_steps=int(cfg.train.log_every),
-        )
         t0 = time.time()
-        trainer.fit(task, datamodule=dm)
-        if task.last_val_step != trainer.global_step:  # budget did not end on a validation step
+        trainer.fit(task, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
+        fit = _summary(trainer)  # via callback_metrics: also right when ranks ran in spawned processes
+        steps = int(fit["global_step"])
+
+        # 7. final validation unless the budget ended on a validation step
+        if int(fit["last_val_step"]) != steps:
             trainer.validate(task, datamodule=dm, verbose=False)
+        val = _summary(trainer)
         wall = time.time() - t0
 
-        ckpt = save_checkpoint(job_dir / "checkpoints" / "final", model, cfg.model, cfg.input, prepared.tokenizer_path,
-                               extra={"data": record["data"], "seed": int(cfg.seed), "sweep": cfg.name})
-        final = {"val_loss": task.last_val["val/loss"], "val_ppl": task.last_val["val/ppl"],
-                 "val_bpb": task.last_val["val/bpb"], "val_tokens": int(task.last_val["val/tokens"])}
+        # 8. final weights and the completed record
+        final_model = _final_weights(trainer, task, cfg)
+        tokens_seen = steps * plan.tokens_per_step
+        final = {"val_loss": val["val_loss"], "val_ppl": val["val_ppl"], "val_bpb": val["val_bpb"],
+                 "val_tokens": int(val["val_tokens"])}
         record.update(
-            status="completed", final=final, tokens_seen=task.tokens_seen, steps=trainer.global_step,
-            train_seconds=round(task.train_seconds, 3), wall_seconds=round(wall, 3),
-            tokens_per_second=task.tokens_seen / max(task.train_seconds, 1e-9),
-            checkpoint=str(ckpt.relative_to(job_dir)), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            status="completed", final=final, tokens_seen=tokens_seen, steps=steps,
+            train_seconds=round(fit["train_seconds"], 3), wall_seconds=round(wall, 3),
+            tokens_per_second=tokens_seen / max(fit["train_seconds"], 1e-9),
+            finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         )
-        if wandb_logger is not None:
-            wandb_logger.experiment.summary.update({f"final/{k}": v for k, v in final.items()}
-                                                   | {"tokens_seen": task.tokens_seen})
-        write_json_atomic(job_dir / RESULTS_FILE, record)
+        if is_zero:
+            ckpt = save_checkpoint(job_dir / "checkpoints" / "final", final_model, cfg.model, cfg.input,
+                                   prepared.tokenizer_path,
+                                   extra={"data": record["data"], "seed": int(cfg.seed), "sweep": cfg.name})
+            record["checkpoint"] = str(ckpt.relative_to(job_dir))
+            if not ckpt_cfg.get("keep_last", False):  # the resume state is not needed once complete
+                for leftover in (LAST, f".{LAST}.tmp"):
+                    (checkpoint_dir(job_dir) / leftover).unlink(missing_ok=True)
+            if wandb_logger is not None:
+                wandb_logger.experiment.summary.update({f"final/{k}": v for k, v in final.items()}
+                                                       | {"tokens_seen": tokens_seen})
+            write_json_atomic(job_dir / RESULTS_FILE, record)  # the completion marker, written last
         return record
     except BaseException as err:
-        record.update(status="failed", error=f"{type(err).__name__}: {err}".splitlines()[0],
+        status = "preempted" if isinstance(err, Preempted) else "failed"
+        record.update(status=status, error=f"{type(err).__name__}: {err}".splitlines()[0],
                       finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        write_json_atomic(job_dir / RESULTS_FILE, record)
+        if is_zero:
+            write_json_atomic(job_dir / RESULTS_FILE, record)
         raise
     finally:
         if wandb_logger is not None:

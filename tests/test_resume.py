@@ -1,0 +1,61 @@
+"""Checkpoints and resume: a killed run continues bit for bit; SIGTERM saves and exits non-zero."""
+
+from __future__ import annotations
+
+import signal
+
+import torch
+from distributed_helpers import (
+    TINY,
+    cli,
+    metric_rows,
+    only_job,
+    reference_run,
+    results,
+    start,
+    stop,
+    wait_for,
+)
+
+CKPT = ["checkpoint.every_steps=4", "checkpoint.keep_every_steps=12"]
+
+
+def test_sigkill_then_rerun_resumes_to_identical_metrics(tmp_path, tmp_path_factory):
+    reference = reference_run(tmp_path_factory)
+    args = [*TINY, *CKPT, f"out_root={tmp_path}"]
+    proc = start(args, tmp_path, tmp_path / "attempt1.log")
+    wait_for("**/checkpoints/step-0000012.ckpt", tmp_path, proc)
+    assert stop(proc, signal.SIGKILL) == -signal.SIGKILL
+    job = only_job(tmp_path)
+    assert results(job)["status"] == "running"  # killed for real, mid-training
+    last = torch.load(job / "checkpoints" / "last.ckpt", weights_only=True)  # no pickled objects
+    killed_at = last["global_step"]
+    assert killed_at >= 12 and last["fixedcode_resume"]["rng"], "RNG states missing from the checkpoint"
+    assert (job / "checkpoints" / ".step-0000012.ckpt.tmp").exists() is False
+
+    rerun = cli(args, cwd=tmp_path)  # the same command again
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    res, ref = results(job), results(reference)
+    assert res["status"] == "completed" and res["attempts"] == 2 and res["resumed_from_step"] == killed_at
+    assert res["final"] == ref["final"] and res["steps"] == ref["steps"] == 32
+    assert res["tokens_seen"] == ref["tokens_seen"] and res["train_seconds"] > 0
+    # per-step losses bitwise equal, and each (step, metric) logged exactly once despite the kill
+    assert metric_rows(job) == metric_rows(reference)
+    steps_metrics = [(r[0], r[2]) for r in metric_rows(job, skip=())]
+    assert len(steps_metrics) == len(set(steps_metrics))
+    assert not (job / "checkpoints" / "last.ckpt").exists()  # resume state dropped once complete
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path):
+    args = [*TINY, "checkpoint.every_steps=0", "checkpoint.keep_every_steps=4", f"out_root={tmp_path}"]
+    proc = start(args, tmp_path, tmp_path / "run.log")
+    wait_for("**/checkpoints/step-0000004.ckpt", tmp_path, proc)
+    code = stop(proc, signal.SIGTERM)
+    log = (tmp_path / "run.log").read_text()
+    assert code == 143, log[-3000:]
+    job = only_job(tmp_path)
+    ckpt = torch.load(job / "checkpoints" / "last.ckpt", weights_only=True)
+    assert 4 <= ckpt["global_step"] < 32
+    res = results(job)
+    assert res["status"] == "preempted" and "SIGTERM" in res["error"]
+    assert "re-run to resume" in log
