@@ -22,6 +22,7 @@ from .build import build_model
 from .config import CONFIG_DIR
 from .errors import ConfigError
 from .model import parameter_groups
+from .recipe import recipe_summary
 
 FIXED_REFERENCE = "binary16"            # the ladder's "fixed input" column
 MATCHED_REFERENCE = "binary16_sizematched"
@@ -51,6 +52,7 @@ def describe(cfg: DictConfig) -> dict[str, Any]:
         "params": params,
         "input_table_share_of_trainable": params["input_trainable"] / params["trainable"],
         "input_props": props,
+        "recipe": recipe_summary(cfg),  # tokens, steps, batch split, training FLOPs
     }
     if props.get("size_match"):
         out["preset_architecture"] = preset

@@ -21,6 +21,13 @@ from .distributed import plan_batch
 from .model import parameter_groups
 
 
+def flops_per_token(params: dict[str, int], n_layer: int, d_model: int, seq_len: int) -> dict[str, int]:
+    """Training FLOPs per token (Kaplan et al.): 6N dense + 6 L T d attention; N = body + head."""
+    dense = 6 * (params["body"] + params["head"])
+    attention = 6 * n_layer * seq_len * d_model
+    return {"dense_6N": dense, "attention": attention, "total": dense + attention}
+
+
 def recipe_summary(cfg: DictConfig) -> dict[str, Any]:
     plan = plan_batch(cfg)
     with torch.device("meta"):
@@ -28,10 +35,9 @@ def recipe_summary(cfg: DictConfig) -> dict[str, Any]:
     params = parameter_groups(model)
     mcfg = model.config
     matmul_params = params["body"] + params["head"]  # N: every parameter that multiplies activations
-    per_token_dense = 6 * matmul_params
-    per_token_attention = 6 * mcfg.n_layer * plan.seq_len * mcfg.d_model
+    per_token = flops_per_token(params, mcfg.n_layer, mcfg.d_model, plan.seq_len)
     tokens = plan.max_steps * plan.tokens_per_step  # the budget rounded up to whole steps
-    total = (per_token_dense + per_token_attention) * tokens
+    total = per_token["total"] * tokens
     return {
         "tokens_budget": int(cfg.train.tokens),
         "tokens_trained": tokens,
@@ -43,8 +49,7 @@ def recipe_summary(cfg: DictConfig) -> dict[str, Any]:
         "grad_accum": plan.grad_accum,
         "world_size": plan.world,
         "flops_params_N": matmul_params,
-        "flops_per_token": {"dense_6N": per_token_dense, "attention": per_token_attention,
-                            "total": per_token_dense + per_token_attention},
+        "flops_per_token": per_token,
         "flops_total": float(total),
         "flops_total_readable": f"{total:.3e}",
         "flops_method": "Kaplan et al. 2020: 6N + 6*n_layer*seq_len*d_model per token (N excludes input lookups)",

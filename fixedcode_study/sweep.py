@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from .build import build_model
 from .config import CONFIG_DIR
 from .errors import ConfigError
 from .model import parameter_groups
+from .recipe import flops_per_token
 
 SWEEPS_DIR = Path(__file__).resolve().parent.parent / "sweeps"
 SCALES = ("cpu", "paper")
@@ -168,12 +168,6 @@ def plan(study: Study, scale: str = "cpu", extra: list[str] | None = None) -> li
 
 
 # -- validation and cost ----------------------------------------------------------------------------
-def flops_per_token(cfg: DictConfig, params: dict[str, int], arch: dict[str, Any]) -> float:
-    """Training FLOPs per token: 6 x (matmul parameters: body + head) + attention 12 L d T (PaLM's MFU
-    convention). The input layer is a lookup or a few bit operations: no matmul FLOPs."""
-    return 6.0 * (params["body"] + params["head"]) + 12.0 * arch["n_layer"] * arch["d_model"] * int(cfg.train.seq_len)
-
-
 def job_facts(jobs: list[Job]) -> list[dict[str, Any]]:
     """Build every job's model on the meta device (catches invalid combinations) and compute its cost."""
     cache: dict[str, tuple[dict[str, int], dict[str, Any]]] = {}
@@ -194,7 +188,8 @@ def job_facts(jobs: list[Job]) -> list[dict[str, Any]]:
         tokens = int(job.cfg.train.tokens)
         facts.append({"job": job.job_dir.name, "model": job.cfg.model.name, "input": job.cfg.input.name,
                       "trainable": params["trainable"], "tokens": tokens,
-                      "flops": tokens * flops_per_token(job.cfg, params, arch)})
+                      "flops": tokens * flops_per_token(params, arch["n_layer"], arch["d_model"],
+                                                        int(job.cfg.train.seq_len))["total"]})
     return facts
 
 

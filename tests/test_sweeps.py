@@ -73,7 +73,7 @@ def test_every_paper_scale_model_and_input_builds(planned):
             seen.setdefault((job.cfg.model.name, json.dumps(dict(job.cfg.input), sort_keys=True, default=str)), job)
     facts = sweep.job_facts(list(seen.values()))
     assert {f["model"] for f in facts} == {"smollm2_135m", "smollm2_360m", "paper_1p7b"}
-    assert all(f["tokens"] == 2**35 for f in facts)
+    assert all(f["tokens"] == 100_000_000_000 for f in facts)  # experiment=paper_1p7b: 100B tokens
 
 
 def test_main_is_the_documented_hydra_command(planned):
