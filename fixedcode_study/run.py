@@ -21,9 +21,9 @@ from omegaconf import DictConfig
 
 from .config import CONFIG_DIR
 from .errors import ConfigError
-from .results import is_completed, read_results
+from .results import RESULTS_FILE, is_completed, read_results, write_json_atomic
 from .resume import Preempted
-from .train import train_job
+from .train import evaluate_into, train_job, wants_eval
 
 COMPLETED: list[str] = []
 FAILED: list[tuple[str, str]] = []
@@ -35,15 +35,35 @@ def say(message: str, err: bool = False) -> None:
         print(message, file=sys.stderr if err else sys.stdout, flush=True)
 
 
+def _needs_eval(record: dict, cfg: DictConfig) -> bool:
+    done = record.get("eval") or {}
+    return done.get("name") != cfg.eval.name or "error" in done or done.get("settings", {}).get("limit") != cfg.eval.get("limit")
+
+
+def _evaluate_completed(job_dir: Path, record: dict, cfg: DictConfig) -> float:
+    """A finished job asked for an evaluation it lacks: evaluate its final weights, no retraining."""
+    say(f"[run] {job_dir.name} already trained; running eval={cfg.eval.name} on its final checkpoint")
+    record["eval"] = evaluate_into(job_dir / record["checkpoint"], cfg, prepared_root=None)
+    write_json_atomic(job_dir / RESULTS_FILE, record)
+    if "error" in record["eval"]:
+        FAILED.append((str(job_dir), f"eval: {record['eval']['error']}"))
+    else:
+        COMPLETED.append(str(job_dir))
+    return record["final"]["val_loss"]
+
+
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     if is_completed(job_dir) and not cfg.force:
+        record = read_results(job_dir)
+        if wants_eval(cfg) and _needs_eval(record, cfg):
+            return _evaluate_completed(job_dir, record, cfg)
         say(f"[run] {job_dir} already completed; skipping (force=true re-runs it)")
         SKIPPED.append(str(job_dir))
-        return read_results(job_dir)["final"]["val_loss"]
+        return record["final"]["val_loss"]
     try:
         record = train_job(cfg, job_dir, list(hc.overrides.task))
     except Preempted as stop:

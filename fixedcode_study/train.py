@@ -3,9 +3,10 @@
 `train_job` is what the Hydra app calls per job; it is plain Python so tests and other launchers
 can call it directly with a composed config. Its steps, in order:
   1. seed, plan the global batch       5. trainer (strategy from conf/trainer) + resume point
-  2. prepare data (cached)             6. fit, resuming from checkpoints/last.ckpt if present
-  3. build the model                   7. final validation (unless the budget ended on one)
-  4. records, config, loggers (rank 0) 8. final weights (safetensors) and results.json "completed"
+  2. build the model                   6. fit, resuming from checkpoints/last.ckpt if present
+  3. prepare data (cached)             7. final validation (unless the budget ended on one)
+  4. records, config, loggers (rank 0) 8. final weights (safetensors), optional lm-eval suite,
+                                          and results.json "completed"
 
 Distributed runs execute this on every rank; only global rank 0 writes results.json,
 config.yaml, metrics.csv and W&B. Resuming is automatic: re-running the same command finds
@@ -131,6 +132,30 @@ def _final_weights(trainer: L.Trainer, task: LanguageModelTask, cfg: DictConfig)
     return model
 
 
+def wants_eval(cfg: DictConfig) -> bool:
+    return bool(cfg.get("eval") and cfg.eval.get("tasks"))
+
+
+def evaluate_into(ckpt: Path, cfg: DictConfig, prepared_root: Path | None, wandb_logger: Any = None) -> dict[str, Any]:
+    """Run the configured lm-eval suite on the final weights; the record for results.json "eval".
+
+    An evaluation error does not undo a finished training run: it is recorded as {"error": ...}
+    and a re-run of the same command retries only the evaluation.
+    """
+    from .evaluate import evaluate_checkpoint, wandb_metrics
+
+    try:
+        result = evaluate_checkpoint(ckpt, cfg.eval, prepared_root=prepared_root)
+    except Exception as err:  # noqa: BLE001 - keep the trained model and its validation numbers
+        print(f"[eval] {cfg.eval.name} failed on {ckpt}: {type(err).__name__}: {err}".splitlines()[0])
+        return {"name": cfg.eval.name, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
+    result["name"] = cfg.eval.name
+    if wandb_logger is not None:
+        # The summary, not a logged step: W&B drops points at a step below the run's current one.
+        wandb_logger.experiment.summary.update(wandb_metrics(result))
+    return result
+
+
 def _summary(trainer: L.Trainer) -> dict[str, float]:
     return {k.split("/", 1)[1]: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("summary/")}
 
@@ -157,10 +182,11 @@ def train_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None 
         # 1. seed and batch plan
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         plan = plan_batch(cfg)
-        # 2. data
-        prepared = prepare(cfg.data)
-        # 3. model (after seeding: init depends on the seed only)
+        # 2. model (after seeding: init depends on the seed only; built before the data so a bad
+        #    input/model setting fails in seconds rather than after tokenizing a corpus)
         model = build_model(cfg.model, cfg.input)
+        # 3. data
+        prepared = prepare(cfg.data)
         props = model.input.properties()
         params = parameter_groups(model)
         record.update(input_props=props, params=params, code_width=props.get("code_width"),
@@ -236,6 +262,8 @@ def train_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None 
                                    prepared.tokenizer_path,
                                    extra={"data": record["data"], "seed": int(cfg.seed), "sweep": cfg.name})
             record["checkpoint"] = str(ckpt.relative_to(job_dir))
+            if wants_eval(cfg):  # 8b. downstream tasks through lm-evaluation-harness
+                record["eval"] = evaluate_into(ckpt, cfg, prepared.root, wandb_logger)
             if not ckpt_cfg.get("keep_last", False):  # the resume state is not needed once complete
                 for leftover in (LAST, f".{LAST}.tmp"):
                     (checkpoint_dir(job_dir) / leftover).unlink(missing_ok=True)

@@ -107,3 +107,24 @@ def test_bad_configuration_stops_with_one_line(tmp_path, override, field):
     lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
     assert lines[-1].startswith(f"error: {field}:"), proc.stderr[-2000:]
     assert sum(ln.startswith("error:") for ln in lines) == 1
+
+
+def test_eval_after_training_and_on_a_finished_job(tmp_path):
+    """eval= runs lm-eval on the final weights; adding it to a finished job evaluates without retraining."""
+    common = ["input=gf2", *TINY, "logger=csv", f"out_root={tmp_path}", "name=evaljob"]
+    assert run_cli(common, cwd=tmp_path).returncode == 0
+    job = next((tmp_path / "runs" / "evaljob").iterdir())
+    before = (job / "metrics.csv").read_text()
+    trained = json.loads((job / "results.json").read_text())
+    assert "eval" not in trained
+    proc = run_cli([*common, "eval=builtin", "eval.limit=4"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "running eval=builtin on its final checkpoint" in proc.stdout
+    res = json.loads((job / "results.json").read_text())
+    assert (job / "metrics.csv").read_text() == before and res["final"] == trained["final"]  # no retraining
+    tasks = res["eval"]["tasks"]
+    assert res["eval"]["name"] == "builtin" and "error" not in res["eval"]
+    assert tasks["fixedcode_heldout_ppl"]["word_perplexity"] > 1
+    assert 0 <= tasks["fixedcode_heldout_lastword"]["acc"] <= 1
+    again = run_cli([*common, "eval=builtin", "eval.limit=4"], cwd=tmp_path)
+    assert "already completed; skipping" in again.stdout
