@@ -1,0 +1,125 @@
+"""The systems benchmark: one quick smoke run of the CLI, plus the accounting it reports.
+
+Speed targets are not asserted here (timings on a shared CI box are noise); the benchmark prints
+them. These tests check that every reported number exists, is positive and is computed right.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from fixedcode_study.bench import (REFERENCE, main as bench_main, flops_per_token, matmul_params, state_only, variant_configs)
+from fixedcode_study.bench_input import run_input_bench
+from fixedcode_study.build import build_model
+from fixedcode_study.model import ModelConfig, parameter_groups
+
+PAPER_TABLE = 49_152 * 2_048
+
+
+def test_bench_cli_smoke(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fixedcode_study.bench", "model=test_micro", "train.batch_size=4",
+         "--steps", "2", "--warmup", "1", "--memory-steps", "1", "--threads", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "vs HF" in proc.stdout and "hf_llama" in proc.stdout
+    report = json.loads(out.read_text())
+    for key in ("peak_flops", "flops_per_token", "tokens_per_step"):
+        assert report[key] > 0, key
+    assert report["model"] == "test_micro" and report["precision"] == "fp32"
+    rows = {v["name"]: v for v in report["variants"]}
+    assert set(rows) == {"learned", "binary16", "gf2", REFERENCE}
+    for name, v in rows.items():
+        for key in ("step_ms_median", "step_cpu_ms_median", "tokens_per_s", "mfu", "peak_memory_bytes",
+                    "trainable_params", "tokens_per_s_vs_reference"):
+            assert v[key] > 0, (name, key)
+        for key in ("param_bytes", "grad_bytes", "optimizer_state_bytes", "total_bytes"):
+            assert v["state"][key] > 0, (name, key)
+        assert v["checkpoint"]["weights_bytes"] > 0 and v["checkpoint"]["total_bytes"] > 0, name
+        # AdamW holds exactly two fp32 moments per trainable parameter (+ a step counter each).
+        assert 8 * v["trainable_params"] <= v["state"]["optimizer_state_bytes"] <= 8 * v["trainable_params"] + 4096
+    # The reference is converted from our learned model: same weights, same batch, same first loss.
+    assert rows["learned"]["first_loss"] == pytest.approx(rows[REFERENCE]["first_loss"], abs=1e-4)
+    # The fixed codes hold no input table: less state and a smaller checkpoint than the learned input.
+    table = 512 * 64
+    assert rows["learned"]["trainable_params"] - rows["binary16"]["trainable_params"] == table
+    saved = rows["learned"]["state"]["optimizer_state_bytes"] - rows["binary16"]["state"]["optimizer_state_bytes"]
+    assert 8 * table <= saved <= 8 * table + 8  # two moments (+ the table's step counter)
+    assert rows["binary16"]["checkpoint"]["weights_bytes"] < rows["learned"]["checkpoint"]["weights_bytes"] - 4 * table + 4096
+    assert set(report["state_accounting"]) == {"learned", "binary16", "gf2"}
+
+
+def test_bench_rejects_unknown_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench_main(["model=test_micro", "--stepz", "3"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().startswith("error: --stepz: not an option")
+
+
+def test_flops_count_matches_the_parameters():
+    cfg = variant_configs(["model=test_micro"], ["learned"])["learned"]
+    model = build_model(cfg.model, cfg.input)
+    mcfg = model.config
+    groups = parameter_groups(model)
+    norms = (2 * mcfg.n_layer + 1) * mcfg.d_model
+    assert matmul_params(mcfg) == groups["body"] + groups["head"] - norms
+    # Hand count for test_micro (V=512, L=2, d=64, H=4, d_ff=128) at T=64.
+    per_layer = 64 * 3 * 64 + 64 * 64 + 3 * 64 * 128
+    assert flops_per_token(mcfg, 64) == 6 * (2 * per_layer + 64 * 512) + 12 * 2 * 4 * 16 * 64
+    gqa = ModelConfig(**{**mcfg.to_dict(), "n_kv_head": 1})
+    assert matmul_params(gqa) < matmul_params(mcfg)
+
+
+def test_paper_state_accounting_from_meta_build():
+    acc = state_only(variant_configs(["model=paper_1p7b"], ["learned", "binary16", "gf2"]))
+    assert acc["learned"]["trainable_params"] == 1_812_039_680
+    assert acc["binary16"]["trainable_params"] == 1_711_376_384
+    assert acc["learned"]["groups"]["input"]["params"] == PAPER_TABLE
+    assert "input" not in acc["binary16"]["groups"]
+    # Buffers (rotary tables, code constants) are counted apart from the 16 bytes per trainable weight.
+    assert acc["learned"]["total_bytes"] - acc["learned"]["buffer_bytes"] == 16 * 1_812_039_680
+    # fp32 weight + grad + 2 AdamW moments per table entry: 16 bytes x 100,663,296 = 1.5 GiB.
+    weights_saved = acc["learned"]["trainable_param_bytes"] - acc["binary16"]["trainable_param_bytes"]
+    assert 4 * weights_saved == 16 * PAPER_TABLE
+    assert abs(acc["binary16"]["saving_vs_learned_bytes"] - 16 * PAPER_TABLE) < 1024  # less the code's buffers
+    # gf2 keeps its 16 x 16 matrix and shift as persistent fp32 buffers: a few hundred bytes.
+    assert acc["gf2"]["buffer_bytes"] - acc["binary16"]["buffer_bytes"] == 4 * (16 * 16 + 16)
+
+
+def test_input_bench_small_width():
+    rep = run_input_bench(vocab_size=512, d_model=64, batch=2, seq=16, repeats=2, device="cpu",
+                          prototypes=True, log=lambda s: None)
+    rows = {r["name"]: r for r in rep["rows"]}
+    assert rows["learned"]["backward_ms"] > 0 and rows["learned"]["optimizer_ms"] > 0
+    assert rows["learned"]["trainable_params"] == 512 * 64
+    for name in ("binary16", "gf2"):
+        assert rows[name]["forward_ms"] > 0
+        assert rows[name]["trainable_params"] == 0 and rows[name]["optimizer_ms"] < rows["learned"]["optimizer_ms"]
+    assert any(":" in name for name in rows)  # prototypes ran (and matched the modules exactly)
+
+
+def test_peak_memory_meter_sees_an_allocation():
+    code = textwrap.dedent("""
+        import torch
+        from fixedcode_study.bench import PeakMemory
+        meter = PeakMemory(torch.device("cpu"))
+        meter.start()
+        x = torch.ones(16 * 2**20)  # 64 MiB, touched
+        del x
+        small = meter.peak()
+        meter.start()
+        print(small, meter.peak())
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    seen, after_reset = map(int, proc.stdout.split())
+    assert seen >= 60 * 2**20
+    assert after_reset < 16 * 2**20  # freed memory went back to the OS, so the next baseline is clean
