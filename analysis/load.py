@@ -251,6 +251,7 @@ def build_study(collected: Collected) -> Study:
     jobs["model"] = jobs["model"].astype(object).where(jobs["model"].notna(), "<unknown>")
     jobs["data"] = jobs["data"].astype(object).where(jobs["data"].notna(), "<unknown>")
     jobs, label_props = assign_variants(jobs)
+    jobs = exclude_repeated_seeds(jobs, notes)
     empty = pd.DataFrame({"step": pd.Series(dtype=float), "tokens": pd.Series(dtype=float),
                           "metric": pd.Series(dtype=object), "value": pd.Series(dtype=float),
                           "kind": pd.Series(dtype=object), "stderr": pd.Series(dtype=float),
@@ -266,6 +267,30 @@ def build_study(collected: Collected) -> Study:
         notes.append(f"{len(no_curves)} included job(s) have no per-step metrics, so they appear in tables but "
                      "not in curve figures: " + "; ".join(no_curves))
     return Study(jobs=jobs, long=long, label_props=label_props, sources=collected.sources, notes=notes)
+
+
+def exclude_repeated_seeds(jobs: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """Count each (model, data, variant, seed) once.
+
+    Studies share reference arms (learned and binary16 seeds 1-3 run in main, code_width,
+    controls, ...), and on CPU those runs are bitwise identical. Pooling them as separate seeds
+    would shrink standard errors by about sqrt(2) and inflate significance, so only the first
+    (by run path) is kept; the others are listed as excluded with the run they repeat.
+    """
+    key = ["model", "data", "variant", "seed"]
+    inc = jobs[jobs["included"]].sort_values("run")
+    repeated = inc[inc.duplicated(subset=key, keep="first")]
+    if repeated.empty:
+        return jobs
+    first = inc.drop_duplicates(subset=key, keep="first").set_index(key)["run"]
+    jobs = jobs.copy()
+    for idx, row in repeated.iterrows():
+        kept = first.loc[tuple(row[k] for k in key)]
+        jobs.loc[idx, "included"] = False
+        jobs.loc[idx, "reason"] = f"repeats {kept} (same variant, model, data and seed): counted once"
+    notes.append(f"{len(repeated)} job(s) repeat a (variant, model, data, seed) already included from another "
+                 "directory and were counted once; see Excluded jobs.")
+    return jobs
 
 
 # Keys that legitimately differ between seeds of one variant (seeds, output paths, run names).

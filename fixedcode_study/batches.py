@@ -103,7 +103,13 @@ class RandomWindowBatches(IterableDataset):
 
 
 class ValidationWindows(Dataset):
-    """Non-overlapping (T+1)-token windows over the held-out split; each rank takes every world-th."""
+    """Non-overlapping (T+1)-token windows over the held-out split; rank r takes windows r, r+W, ...
+
+    Every rank gets the same number of items, ceil(n_windows / W): ranks short of a window get a
+    padding item with weight 0 that adds nothing to the sums. Unequal counts would leave one rank
+    in an extra forward (an FSDP all-gather) while the others wait in the final reduce: a hang.
+    Items are (window (T+1,), weight) pairs.
+    """
 
     def __init__(self, path: Path, dtype: np.dtype, seq_len: int, rank: int = 0, world_size: int = 1):
         self.tokens = np.memmap(path, dtype=dtype, mode="r")
@@ -111,14 +117,17 @@ class ValidationWindows(Dataset):
         n_windows = (self.tokens.size - 1) // seq_len
         if n_windows == 0:
             raise ConfigError("data.val_fraction", "the validation split is shorter than one window", "raise val_fraction")
-        self.indices = list(range(rank, n_windows, world_size))
+        self.indices = list(range(rank, n_windows, world_size))  # the real windows of this rank
+        self.length = -(-n_windows // world_size)
 
     def __len__(self) -> int:
-        return len(self.indices)
+        return self.length
 
-    def __getitem__(self, i: int) -> torch.Tensor:
-        s = self.indices[i] * self.seq_len
-        return torch.from_numpy(self.tokens[s : s + self.seq_len + 1].astype(np.int64))
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        real = i < len(self.indices)
+        s = (self.indices[i] if real else 0) * self.seq_len
+        window = torch.from_numpy(self.tokens[s : s + self.seq_len + 1].astype(np.int64))
+        return window, torch.tensor(1.0 if real else 0.0)
 
 
 class TokenDataModule(L.LightningDataModule):

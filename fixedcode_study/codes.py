@@ -450,7 +450,8 @@ class GF2Code(FixedBinaryCode):
     def code_bits(self, idx: torch.Tensor) -> torch.Tensor:
         c = super().code_bits(idx)  # (…, K)
         # Integer-valued float matmul is exact here (sums <= K), then reduce mod 2.
-        y = torch.remainder(c @ self.gf2_matrix.T + self.gf2_shift, 2.0)
+        # Cast to the buffer's dtype (bf16 after model.to(bf16)): sums <= K stay exact there too.
+        y = torch.remainder(c.to(self.gf2_matrix.dtype) @ self.gf2_matrix.T + self.gf2_shift, 2.0)
         return y
 
     def numpy_code_bits(self, ids: np.ndarray) -> np.ndarray:
@@ -549,7 +550,7 @@ class WideCode(FixedBinaryCode):
     def code_bits(self, idx: torch.Tensor) -> torch.Tensor:
         c = ((idx.unsqueeze(-1) >> self.bit_shifts) & 1).float()  # (…, m)
         if self.extra == "gf2":
-            return torch.remainder(c @ self.code_matrix.T, 2.0)  # (…, K); sums <= m are exact
+            return torch.remainder(c.to(self.code_matrix.dtype) @ self.code_matrix.T, 2.0)  # (…, K); sums <= m are exact
         return torch.cat([c, self.extra_bits[idx]], dim=-1)  # (…, m + E)
 
     def numpy_code_bits(self, ids: np.ndarray) -> np.ndarray:

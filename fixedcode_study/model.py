@@ -178,7 +178,9 @@ class Decoder(nn.Module):
         T = idx.shape[1]
         if T > self.config.max_seq_len:
             raise ValueError(f"sequence length {T} exceeds model.max_seq_len={self.config.max_seq_len}")
-        x = self.input(idx)  # (B, T, d)
+        # Codes are computed in fp32; follow the weights' dtype when the model itself is cast
+        # (model.to(bf16) for evaluation). Under autocast the weights stay fp32: a no-op.
+        x = self.input(idx).to(self.head.weight.dtype)  # (B, T, d)
         cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)
         for block in self.blocks:
             x = block(x, cos, sin)

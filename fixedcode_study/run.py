@@ -35,9 +35,19 @@ def say(message: str, err: bool = False) -> None:
         print(message, file=sys.stderr if err else sys.stdout, flush=True)
 
 
+# Evaluation settings that change the numbers; a stored result with other values is stale.
+_EVAL_IDENTITY = ("num_fewshot", "limit", "data_dir", "dtype")
+
+
 def _needs_eval(record: dict, cfg: DictConfig) -> bool:
+    from .evaluate import eval_settings
+
     done = record.get("eval") or {}
-    return done.get("name") != cfg.eval.name or "error" in done or done.get("settings", {}).get("limit") != cfg.eval.get("limit")
+    if "error" in done or done.get("name") != cfg.eval.name:
+        return True
+    wanted, have = eval_settings(cfg.eval), done.get("settings", {})
+    return (sorted(wanted["tasks"]) != sorted(done.get("tasks", {}))
+            or any(wanted.get(k) != have.get(k) for k in _EVAL_IDENTITY))
 
 
 def _evaluate_completed(job_dir: Path, record: dict, cfg: DictConfig) -> float:

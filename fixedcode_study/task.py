@@ -127,13 +127,15 @@ class LanguageModelTask(L.LightningModule):
     def on_validation_epoch_start(self) -> None:
         self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
 
-    def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
-        x, y = batch[:, :-1], batch[:, 1:]
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        windows, weight = batch  # (B, T+1), (B,): weight 0 marks a rank's padding window
+        x, y = windows[:, :-1], windows[:, 1:]
         logits = self.model(x)
-        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="sum")
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
+        w = weight.to(torch.float64)
         self._val_sums += torch.stack([
-            nll.double(), torch.tensor(y.numel(), dtype=torch.float64, device=self.device),
-            self.token_bytes[y].sum(),
+            (nll.double().sum(dim=1) * w).sum(), (w * y.shape[1]).sum(),
+            (self.token_bytes[y].sum(dim=1) * w).sum(),
         ])
 
     def on_validation_epoch_end(self) -> None:

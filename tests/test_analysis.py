@@ -416,3 +416,20 @@ def test_wandb_without_access_fails_with_one_line(tmp_path, mode):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "W&B" in lines[0], proc.stderr
     assert not (tmp_path / "report").exists()
+
+
+def test_a_run_repeated_in_two_studies_is_counted_once(tmp_path):
+    """The learned arm of `main` re-run inside another study must not double n (bitwise-identical seeds)."""
+    import shutil
+
+    main = fx.build_main_sweep(tmp_path)
+    other = tmp_path / "multirun" / "controls"
+    for seed in (1, 2, 3):  # the same learned jobs again, under another study
+        src = next(main.glob(f"input=learned*seed={seed}"))
+        shutil.copytree(src, other / src.name)
+    study = load_run_dirs([main, other])
+    learned = study.included_jobs[study.included_jobs["input"] == "learned"]
+    assert len(learned) == 3
+    repeats = study.excluded_jobs[study.excluded_jobs["reason"].str.startswith("repeats ")]
+    assert len(repeats) == 3 and repeats["reason"].str.startswith("repeats ").all()
+    assert any("counted once" in note for note in study.notes)

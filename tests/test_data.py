@@ -99,8 +99,13 @@ def test_validation_windows_cover_the_split_once_across_ranks(tmp_path):
     prepared = prepare(data_cfg(write_corpus(tmp_path / "corpus"), tmp_path / "cache"), progress=False)
     one = ValidationWindows(prepared.val_path, prepared.dtype, 32)
     shards = [ValidationWindows(prepared.val_path, prepared.dtype, 32, rank=r, world_size=3) for r in range(3)]
-    assert sum(len(s) for s in shards) == len(one) == (prepared.meta["val_tokens"] - 1) // 32
-    assert sorted(i for s in shards for i in s.indices) == one.indices
+    n_windows = (prepared.meta["val_tokens"] - 1) // 32
+    assert len(one) == n_windows and one.indices == list(range(n_windows))
+    assert sorted(i for s in shards for i in s.indices) == one.indices  # each window exactly once
+    # equal item counts on every rank (no rank waits in a collective), padding weighted 0
+    assert len({len(s) for s in shards}) == 1 and len(shards[0]) == -(-n_windows // 3)
+    weights = [float(s[i][1]) for s in shards for i in range(len(s))]
+    assert sum(weights) == n_windows and set(weights) <= {0.0, 1.0}
 
 
 def test_builtin_corpus_loads_offline():

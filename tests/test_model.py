@@ -59,3 +59,16 @@ def test_sequence_longer_than_context_is_refused():
                          "max_seq_len": 8}, {"type": "binary", "code_width": 8})
     with pytest.raises(ValueError, match="max_seq_len"):
         model(torch.zeros(1, 9, dtype=torch.long))
+
+
+@pytest.mark.parametrize("input_cfg", [{"type": "learned"}, {"type": "binary", "code_width": 16},
+                                       {"type": "gf2", "code_width": 16}])
+def test_model_cast_to_bf16_runs_for_every_input(input_cfg):
+    """Evaluation may cast the whole model (eval.dtype=bfloat16); fixed codes must follow the weights' dtype."""
+    model = build_model({"vocab_size": 512, "n_layer": 1, "n_head": 2, "d_model": 32, "d_ff": 64,
+                         "max_seq_len": 16}, input_cfg).to(torch.bfloat16)
+    with torch.no_grad():
+        assert model(torch.randint(0, 512, (2, 8))).dtype == torch.bfloat16
+    if input_cfg["type"] == "gf2":  # the recoding stays exact in bf16 (integer sums <= 16)
+        ids = torch.arange(512)[None]
+        assert torch.equal(model.input(ids).float(), model.float().input(ids))

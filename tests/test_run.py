@@ -128,3 +128,18 @@ def test_eval_after_training_and_on_a_finished_job(tmp_path):
     assert 0 <= tasks["fixedcode_heldout_lastword"]["acc"] <= 1
     again = run_cli([*common, "eval=builtin", "eval.limit=4"], cwd=tmp_path)
     assert "already completed; skipping" in again.stdout
+
+
+def test_job_key_ignores_settings_that_do_not_change_the_computation():
+    from fixedcode_study.config import job_key
+
+    ignore = compose_config([]).job_key_ignore
+    base = job_key(["seed=1", "input=gf2"], ignore)
+    assert base == "input=gf2,seed=1"
+    noisy = ["input=gf2", "eval=paper", "eval.dtype=bfloat16", "eval.limit=5", "checkpoint.every_steps=8",
+             "logger=csv", "hydra/launcher=slurm_gpu", "name=x", "seed=1"]
+    assert job_key(noisy, ignore) == base
+    assert job_key(["input=gf2", "seed=1", "evaluation_seed=3"], ignore) != base  # a prefix, not a substring
+    assert job_key([], ignore) == "defaults"
+    long = job_key([f"data.paths=[/very/long/path/{i}]" for i in range(10)], ignore)
+    assert "/" not in long and len(long) <= 111
