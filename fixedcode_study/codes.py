@@ -440,7 +440,8 @@ class GF2Code(FixedBinaryCode):
         self.matrix_np = a
         self.shift_np = b
         self.rank = gf2_rank(a)
-        assert self.rank == k, "sample_constrained returned a singular matrix"
+        if self.rank != k:  # checked, not assumed: the sampler must hand back an invertible matrix
+            raise RuntimeError(f"GF(2) sampler returned a matrix of rank {self.rank} < {k}")
         # Persistent buffers: the exact matrix travels inside every checkpoint.
         self.register_buffer("gf2_matrix", torch.from_numpy(a.astype(np.float32)))
         self.register_buffer(

@@ -1,7 +1,7 @@
 """Corpus -> tokenizer -> token memmaps, cached by content, and the batches Lightning trains on.
 
 Preparation (once per (corpus, tokenizer settings)):
-  1. split documents into train / held-out validation *by document* (seeded, by bytes),
+  1. split documents into train / held-out validation *by document* (seeded, by characters),
   2. train a byte-level BPE tokenizer on the training documents with HF `tokenizers`,
   3. tokenize each document, append end-of-text, write `train.bin` / `val.bin` as flat memmaps
      (uint16 when V <= 65,536, else uint32),

@@ -163,7 +163,8 @@ def _constrained_walk(k: int, min_weight: int, rng: np.random.Generator) -> np.n
         a[i, j] ^= 1
         rows[i] += delta
         cols[j] += delta
-    assert gf2_rank(a) == k and a.sum(axis=1).min() >= min_weight and a.sum(axis=0).min() >= min_weight
+    if gf2_rank(a) != k or a.sum(axis=1).min() < min_weight or a.sum(axis=0).min() < min_weight:
+        raise RuntimeError(f"constrained GF(2) walk ended outside its constraints (k={k}, min_weight={min_weight})")
     return a
 
 

@@ -10,7 +10,11 @@ a checkpoint and exits 143 at once, so a scheduler can requeue the same command.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import socket
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import hydra
@@ -33,6 +37,38 @@ SKIPPED: list[str] = []
 def say(message: str, err: bool = False) -> None:
     if rank_zero_only.rank == 0:  # ranks > 0 of a distributed job run this too; one voice is enough
         print(message, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+class JobBusy(RuntimeError):
+    pass
+
+
+@contextmanager
+def job_lock(job_dir: Path):
+    """Hold an exclusive lock on the job directory while it trains (rank 0 only).
+
+    Two overlapping sweeps, a double submission or a requeue while the old job still runs would
+    otherwise train into the same directory at once. The lock dies with its process, so a killed
+    job never leaves a stale lock behind.
+    """
+    if rank_zero_only.rank != 0:
+        yield
+        return
+    job_dir.mkdir(parents=True, exist_ok=True)
+    with open(job_dir / ".lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            raise JobBusy(f"running in another process ({fh.read().strip() or 'unknown'}); not started") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{socket.gethostname()} pid {os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # Evaluation settings that change the numbers; a stored result with other values is stale.
@@ -75,7 +111,14 @@ def main(cfg: DictConfig) -> float | None:
         SKIPPED.append(str(job_dir))
         return record["final"]["val_loss"]
     try:
-        record = train_job(cfg, job_dir, list(hc.overrides.task))
+        with job_lock(job_dir):
+            record = train_job(cfg, job_dir, list(hc.overrides.task))
+    except JobBusy as busy:
+        FAILED.append((str(job_dir), str(busy)))
+        say(f"[run] job {job_dir.name}: {busy}", err=True)
+        if not multirun:
+            sys.exit(1)
+        return None
     except Preempted as stop:
         say(f"[run] job {job_dir.name} {stop}", err=True)
         raise  # exits 143; a sweep stops here too (its allocation is going away)

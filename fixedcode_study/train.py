@@ -115,7 +115,7 @@ def _refuse_reexec_in_sweep(trainer: L.Trainer) -> None:
             and isinstance(trainer.strategy.launcher, _SubprocessScriptLauncher)):
         raise ConfigError("trainer", "strategy=ddp re-executes the command line per rank, which re-runs the "
                           "whole -m sweep in each rank", "use trainer=ddp_spawn for sweeps on one machine, "
-                          "hydra/launcher=submitit_slurm on a cluster, or run jobs one command at a time")
+                          "hydra/launcher=slurm_gpu on a cluster, or run jobs one command at a time")
 
 
 def _final_weights(trainer: L.Trainer, task: LanguageModelTask, cfg: DictConfig) -> torch.nn.Module | None:
@@ -180,6 +180,8 @@ def train_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None 
     wandb_logger = None
     try:
         # 1. seed and batch plan
+        if not 0 <= int(cfg.seed) < 2**32:
+            raise ConfigError("seed", f"{cfg.seed} is outside [0, 2^32)", "use a non-negative 32-bit seed")
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         plan = plan_batch(cfg)
         # 2. model (after seeding: init depends on the seed only; built before the data so a bad

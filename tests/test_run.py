@@ -143,3 +143,25 @@ def test_job_key_ignores_settings_that_do_not_change_the_computation():
     assert job_key([], ignore) == "defaults"
     long = job_key([f"data.paths=[/very/long/path/{i}]" for i in range(10)], ignore)
     assert "/" not in long and len(long) <= 111
+
+
+def test_a_job_locked_by_another_process_is_not_started(tmp_path):
+    import fcntl
+
+    from fixedcode_study.run import JobBusy, job_lock
+
+    job = tmp_path / "job"
+    with job_lock(job):
+        with open(job / ".lock") as other:  # a second open file description, as another process has
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with job_lock(job):  # released on exit: the next attempt gets it
+        pass
+    holder = open(job / ".lock", "a+")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(JobBusy, match="running in another process"):
+            with job_lock(job):
+                pass
+    finally:
+        holder.close()
