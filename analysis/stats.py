@@ -88,10 +88,15 @@ def compare_to_baseline(points: pd.DataFrame, context: list[str], baseline_input
     rows = []
     for ctx, group in points.groupby(context, sort=False, dropna=False):
         ctx = ctx if isinstance(ctx, tuple) else (ctx,)
-        base = group[group["input"] == baseline_input]
-        if base.empty:
+        learned = group[group["input"] == baseline_input]
+        if learned.empty:
             continue
-        arms = group[group["input"] != baseline_input].groupby(["variant", "metric"], sort=False)
+        # The baseline is one variant: the plain `learned` row when present. Other learned
+        # variants (e.g. a different init) are compared against it, never pooled into it.
+        variants = list(dict.fromkeys(learned.sort_values("variant_order")["variant"]))
+        base_variant = baseline_input if baseline_input in variants else variants[0]
+        base = group[group["variant"] == base_variant]
+        arms = group[group["variant"] != base_variant].groupby(["variant", "metric"], sort=False)
         for (variant, metric), arm in arms:
             ref = base[base["metric"] == metric]
             if ref.empty:

@@ -433,3 +433,20 @@ def test_a_run_repeated_in_two_studies_is_counted_once(tmp_path):
     repeats = study.excluded_jobs[study.excluded_jobs["reason"].str.startswith("repeats ")]
     assert len(repeats) == 3 and repeats["reason"].str.startswith("repeats ").all()
     assert any("counted once" in note for note in study.notes)
+
+
+def test_baseline_is_one_learned_variant_never_a_pool_of_them(tmp_path):
+    from analysis.grouping import table_points
+    from analysis.stats import compare_to_baseline
+
+    main = fx.build_main_sweep(tmp_path)
+    for seed in (1, 2, 3):  # a second learned variant (another init) in the same study
+        job = fx.write_job(main, "learned", seed, val_ppl=500.0 + seed, val_bpb=3.0, extra_key="_wide_init")
+        res = json.loads((job / "results.json").read_text())
+        res["input_props"]["init_std"] = 0.5
+        (job / "results.json").write_text(json.dumps(res))
+    study = load_run_dirs([main])
+    points = table_points(study)
+    diffs = compare_to_baseline(points, ["model", "data"])
+    assert not diffs.empty and (diffs["n_baseline"] == 3).all()  # 3 seeds of one learned variant, not 6 pooled
+    assert diffs["variant"].str.startswith("learned").any()  # the other learned variant is an arm
