@@ -42,6 +42,7 @@ from .results import (
 )
 from .resume import (
     LAST,
+    PREEMPT_EXIT_CODE,
     Preempted,
     ResumableCheckpoint,
     checkpoint_dir,
@@ -275,11 +276,16 @@ def train_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None 
             write_json_atomic(job_dir / RESULTS_FILE, record)  # the completion marker, written last
         return record
     except BaseException as err:
-        status = "preempted" if isinstance(err, Preempted) else "failed"
+        # Under ddp_spawn a preempted worker reaches us as torch's ProcessExitedException carrying
+        # the preemption exit status: it is still a preemption (checkpoint written), not a failure.
+        spawned_preempt = getattr(err, "exit_code", None) == PREEMPT_EXIT_CODE
+        status = "preempted" if isinstance(err, Preempted) or spawned_preempt else "failed"
         record.update(status=status, error=f"{type(err).__name__}: {err}".splitlines()[0],
                       finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         if is_zero:
             write_json_atomic(job_dir / RESULTS_FILE, record)
+        if spawned_preempt and not isinstance(err, Preempted):
+            raise SystemExit(PREEMPT_EXIT_CODE) from err  # stop the sweep too: the allocation is going
         raise
     finally:
         if wandb_logger is not None:
