@@ -188,6 +188,13 @@ def results_to_frames(results: dict, run: str, job_dir: Path,
     rec = job_record(results, run, job_dir)
     config = results.get("config")
     rec["_config_flat"] = flatten("", config, {}) if isinstance(config, dict) else {}
+    # How the lm-eval numbers were produced: an evaluation added after training is not in the
+    # training config, and pooling a limit=100 smoke test with a full run must not go unnoticed.
+    ev = results.get("eval") or {}
+    if ev.get("tasks"):
+        for key in ("limit", "num_fewshot", "dtype", "data_dir"):
+            rec["_config_flat"][f"lm_eval_run.{key}"] = (ev.get("settings") or {}).get(key)
+        rec["_config_flat"]["lm_eval_run.version"] = ev.get("lm_eval_version")
     frames = []
     last_step = np.nan
     if curves is not None and len(curves):

@@ -450,3 +450,13 @@ def test_baseline_is_one_learned_variant_never_a_pool_of_them(tmp_path):
     diffs = compare_to_baseline(points, ["model", "data"])
     assert not diffs.empty and (diffs["n_baseline"] == 3).all()  # 3 seeds of one learned variant, not 6 pooled
     assert diffs["variant"].str.startswith("learned").any()  # the other learned variant is an arm
+
+
+def test_pooling_evaluations_with_different_settings_is_flagged(tmp_path):
+    main = fx.build_main_sweep(tmp_path)
+    job = next(main.glob("input=binary16,seed=1"))
+    res = json.loads((job / "results.json").read_text())
+    res["eval"]["settings"] = {**(res["eval"].get("settings") or {}), "limit": 100}  # a smoke evaluation
+    (job / "results.json").write_text(json.dumps(res))
+    notes = " ".join(load_run_dirs([main]).notes)
+    assert "lm_eval_run.limit" in notes
