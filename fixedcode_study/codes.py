@@ -693,6 +693,9 @@ def build_input(cfg: Mapping[str, Any], vocab_size: int, d_model: int, init_std:
             f"not a setting of input type {kind!r}",
             f"remove it or use one of {', '.join(sorted(accepted))}",
         )
+    for key, value in kwargs.items():  # numpy would reject these with a message naming no field
+        if key.endswith("_seed") and not (isinstance(value, int) and 0 <= value < 2**63):
+            raise ConfigError(f"input.{key}", f"{value!r} is not a non-negative integer seed", f"set input.{key}>=0")
     if isinstance(kwargs.get("init_code"), Mapping):
         kwargs["init_code"] = {k: v for k, v in kwargs["init_code"].items()}
     interface = cls(vocab_size=vocab_size, d_model=d_model, **kwargs)

@@ -111,6 +111,7 @@ def test_learned_input_is_trainable_and_gets_gradients():
         ({"type": "binary", "code_width": 16}, 512, 8, "model.d_model"),
         ({"type": "gf2", "code_width": 16, "min_weight": 16}, 512, 64, "input.min_weight"),
         ({"type": "binary", "code_width": 16, "bogus": 1}, 512, 64, "input.bogus"),
+        ({"type": "gf2", "code_width": 16, "matrix_seed": -1}, 512, 64, "input.matrix_seed"),
     ],
 )
 def test_bad_configurations_fail_with_one_line_naming_the_field(cfg, vocab, d_model, field):
