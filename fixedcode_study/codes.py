@@ -106,6 +106,12 @@ def check_code_width_fits(width: int, d_model: int) -> None:
         )
 
 
+def tiling_properties(code_width: int, d_model: int) -> dict[str, Any]:
+    """How a K-wide code fills d_model: K, d/K, whole copies, and whether the last copy is cut."""
+    tile, rem = divmod(d_model, code_width)
+    return {"code_width": code_width, "tile_factor": d_model / code_width, "full_tiles": tile, "truncated": rem != 0}
+
+
 class InputInterface(nn.Module):
     """Base class: token IDs (B, T) -> (B, T, d_model)."""
 
@@ -242,13 +248,9 @@ class LearnedLowDim(InputInterface):
         return tile_to_width(self.table(idx), self.d_model)  # (B, T, K) -> (B, T, d)
 
     def properties(self) -> dict[str, Any]:
-        tile, rem = divmod(self.d_model, self.code_width)
         return {
             **super().properties(),
-            "code_width": self.code_width,
-            "tile_factor": self.d_model / self.code_width,
-            "full_tiles": tile,
-            "truncated": rem != 0,
+            **tiling_properties(self.code_width, self.d_model),
             "values": "real",
             "init_std": self.init_std,
             "injective": None,
@@ -391,14 +393,10 @@ class FixedBinaryCode(FixedCode):
 
     # -- metadata ----------------------------------------------------------------------------
     def properties(self) -> dict[str, Any]:
-        tile, rem = divmod(self.d_model, self.code_width)
         return {
             **super().properties(),
-            "code_width": self.code_width,
+            **tiling_properties(self.code_width, self.d_model),  # truncated: last copy cut short
             "minimal_code_width": minimal_code_width(self.vocab_size),
-            "tile_factor": self.d_model / self.code_width,
-            "full_tiles": tile,
-            "truncated": rem != 0,  # last copy cut short when K does not divide d_model
             "values": "{0,1}" if self.values == "01" else "{-1,+1}",
             **self.scale_properties(),
             "injective": self.check_injective(),
@@ -623,13 +621,9 @@ class FixedGaussianCode(FixedCode):
         return self.code_np[np.asarray(ids, dtype=np.int64)]
 
     def properties(self) -> dict[str, Any]:
-        tile, rem = divmod(self.d_model, self.code_width)
         return {
             **super().properties(),
-            "code_width": self.code_width,
-            "tile_factor": self.d_model / self.code_width,
-            "full_tiles": tile,
-            "truncated": rem != 0,
+            **tiling_properties(self.code_width, self.d_model),
             "values": self.values_label,
             **self.scale_properties(),
             "injective": self.check_injective(),
