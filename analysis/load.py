@@ -20,16 +20,15 @@ import pandas as pd
 
 from analysis.errors import AnalysisError
 from analysis.variants import assign_variants
+from fixedcode_study.record.jobdir import CHECKPOINTS, METRICS_FILE, RESULTS_FILE
 
-RESULTS_FILE = "results.json"
-METRICS_FILE = "metrics.csv"
 # The final metrics every completed job must report to be comparable in the main table.
 REQUIRED_FINAL = ("val_ppl", "val_bpb")
 CURVE_COLUMNS = ["step", "tokens", "metric", "value"]
 # Job-level columns copied onto every long-format row, so each value carries its provenance.
 JOB_KEY_COLUMNS = ["run", "sweep", "job_key", "input", "variant", "model", "seed", "data", "included"]
 # Subtrees that never hold job directories; pruned so discovery stays fast on real output trees.
-_SKIP_DIRS = {"checkpoints", "wandb", ".hydra", "__pycache__", ".git"}
+_SKIP_DIRS = {CHECKPOINTS, "wandb", ".hydra", "__pycache__", ".git"}
 
 
 @dataclass

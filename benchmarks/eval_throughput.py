@@ -38,18 +38,18 @@ MIRROR_TASKS = ["hellaswag", "arc_easy", "piqa", "lambada_openai"]
 def build_checkpoint(args, workdir: Path) -> tuple[Path, Path]:
     """(checkpoint dir, prepared data root): the given checkpoint, or a fresh random-init one."""
     from fixedcode_study.build import build_model
-    from fixedcode_study.checkpoint import save_checkpoint
-    from fixedcode_study.data import prepare
-    from fixedcode_study.describe import compose_config
-    from fixedcode_study.evaluate import find_prepared_root
+    from fixedcode_study.config import compose
+    from fixedcode_study.data.prepare import prepare
+    from fixedcode_study.evaluation.harness import find_prepared_root
+    from fixedcode_study.record.checkpoint import save_checkpoint
 
     if args.checkpoint:
         ckpt = Path(args.checkpoint)
-        from fixedcode_study.checkpoint import load_checkpoint
+        from fixedcode_study.record.checkpoint import load_checkpoint
 
-        _, config = load_checkpoint(ckpt)
+        config = load_checkpoint(ckpt).config
         return ckpt, find_prepared_root(ckpt, config, None, None)
-    cfg = compose_config([f"model={args.model}", f"input={args.input}"])
+    cfg = compose([f"model={args.model}", f"input={args.input}"])
     prepared = prepare(cfg.data)
     torch.manual_seed(0)
     model = build_model(cfg.model, cfg.input)
@@ -61,7 +61,7 @@ def build_checkpoint(args, workdir: Path) -> tuple[Path, Path]:
 def build_requests(tasks: list[str], limit: int, data_dir: Path | None, prepared_root: Path, workdir: Path):
     from lm_eval.tasks import TaskManager
 
-    from fixedcode_study.eval_tasks import write_tasks
+    from fixedcode_study.evaluation.tasks import write_tasks
 
     folder = write_tasks(tasks, workdir / "tasks", data_dir=data_dir, prepared_root=prepared_root)
     loaded = TaskManager(include_path=str(folder.include_path), include_defaults=False).load(tasks)
@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     from lm_eval.models.huggingface import HFLM
     from transformers import PreTrainedTokenizerFast
 
-    from fixedcode_study.hf import to_hf_llama
-    from fixedcode_study.lm_eval_model import FixedCodeLM
+    from fixedcode_study.evaluation.lm import FixedCodeLM
+    from fixedcode_study.systems.hf import to_hf_llama
 
     with tempfile.TemporaryDirectory(prefix="eval-bench-") as tmp:
         workdir = Path(tmp)

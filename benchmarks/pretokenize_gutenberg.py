@@ -32,7 +32,7 @@ def main() -> None:
         print(f"skipped: {GUTENBERG} is absent")
         return
 
-    from fixedcode_study.pretokenize import pretokenize
+    from fixedcode_study.data.shards import pretokenize
 
     files = sorted(GUTENBERG.glob("*.txt"))
     print(f"corpus: {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.1f} MB in {GUTENBERG}")

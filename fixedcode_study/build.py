@@ -1,28 +1,144 @@
-"""Assemble a Decoder from the model preset and input config: the one place that does it.
+"""Assemble a Decoder from the model preset and the input config: the one place that does it.
 
 Training, describe, evaluation, checkpoint loading and benchmarks all build through `build_model`,
-so a variant defined here is the same model everywhere. An input config with `size_match` also
-adjusts the body (sizing.match_size) — a pure function of the two configs, so the checkpoint
-rebuild path (which stores both) reproduces the same architecture.
+so a variant defined here is the same model everywhere. Two things happen before the modules
+are made, both pure functions of the two configs (so a checkpoint, which stores both, rebuilds
+the identical model):
+
+- References are resolved: an input that names another variant (`init_code: binary16`, a learned
+  table initialised from a fixed code) gets that variant's settings from conf/input.
+- Size matching: an input config with `size_match: learned` widens or deepens the body until the
+  model's trainable parameter count matches the learned-table baseline of the same preset. A fixed
+  code saves the V x d input table; this control spends exactly those parameters on the body to
+  ask "is it the code, or just fewer trainable parameters?":
+
+    size_match: learned                  target = trainable count of the preset with input=learned
+    size_match_by: d_ff                  widen every SwiGLU MLP (3 d params per unit of d_ff per layer)
+                   n_layer               add whole blocks (coarse: often cannot land within tolerance)
+                   n_layer+d_ff          add as many whole blocks as fit, then widen d_ff for the rest
+    size_match_tolerance: 0.01           |trainable - target| / target must end up <= this
+    size_match_multiple_of: 1            keep d_ff a multiple of this (e.g. 64 for GPU-friendly shapes)
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
-from .codes import build_input
+from .accounting import block_params, body_params, head_params
+from .config import load_option
+from .errors import ConfigError
+from .inputs import build_input, input_trainable_params
 from .model import Decoder, ModelConfig
-from .sizing import match_size
 
-
-def resolve_model_config(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any]) -> tuple[ModelConfig, dict[str, Any]]:
-    """The architecture that will actually be built, and the size-matching record (empty if none)."""
-    return match_size(ModelConfig.from_mapping(model_cfg), input_cfg)
+SIZE_MATCH_KEYS = ("size_match", "size_match_by", "size_match_tolerance", "size_match_multiple_of")
+SIZE_MATCH_METHODS = ("d_ff", "n_layer", "n_layer+d_ff")
 
 
 def build_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any]) -> Decoder:
     """The one place a Decoder is assembled from configs (train, describe, evaluate, bench)."""
+    input_cfg = resolve_input_references(input_cfg)
     mcfg, size_record = resolve_model_config(model_cfg, input_cfg)
     input_layer = build_input(input_cfg, mcfg.vocab_size, mcfg.d_model, mcfg.init_std)
     input_layer.build_info.update(size_record)  # reaches results.json via properties()
     return Decoder(mcfg, input_layer)
+
+
+def resolve_input_references(input_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The input config with `init_code: <variant name>` replaced by that variant's settings."""
+    cfg = {k: v for k, v in input_cfg.items()}
+    if isinstance(cfg.get("init_code"), str):
+        cfg["init_code"] = load_option("input", cfg["init_code"], field="input.init_code")
+    return cfg
+
+
+def resolve_model_config(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any]) -> tuple[ModelConfig, dict[str, Any]]:
+    """The architecture that will actually be built, and the size-matching record (empty if none)."""
+    return match_size(ModelConfig.from_mapping(model_cfg), resolve_input_references(input_cfg))
+
+
+def trainable_params(cfg: ModelConfig, input_trainable: int) -> int:
+    """Trainable count of a Decoder: input + body + untied head."""
+    return input_trainable + body_params(cfg) + head_params(cfg)
+
+
+def size_match_spec(input_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    target = input_cfg.get("size_match")
+    if target in (None, False, "none"):
+        return None
+    if target != "learned":
+        raise ConfigError("input.size_match", f"unknown target {target!r}", "use 'learned' or null")
+    by = input_cfg.get("size_match_by", "d_ff")
+    if by not in SIZE_MATCH_METHODS:
+        raise ConfigError("input.size_match_by", f"unknown method {by!r}", f"use one of {', '.join(SIZE_MATCH_METHODS)}")
+    tol = float(input_cfg.get("size_match_tolerance", 0.01))
+    multiple = int(input_cfg.get("size_match_multiple_of", 1))
+    if not 0 < tol < 1 or multiple < 1:
+        raise ConfigError("input.size_match_tolerance", f"tolerance {tol} / multiple_of {multiple} out of range",
+                          "use 0 < size_match_tolerance < 1 and size_match_multiple_of >= 1")
+    return {"target": target, "by": by, "tolerance": tol, "multiple_of": multiple}
+
+
+def match_size(model_cfg: ModelConfig, input_cfg: Mapping[str, Any]) -> tuple[ModelConfig, dict[str, Any]]:
+    """Return the preset adjusted per the input's size_match settings, and a flat record of it.
+
+    Without size_match the preset comes back unchanged with an empty record. Only the body
+    changes (d_ff, n_layer), so each input's trainable count is computed once, from shapes.
+    """
+    spec = size_match_spec(input_cfg)
+    if spec is None:
+        return model_cfg, {}
+    V, d = model_cfg.vocab_size, model_cfg.d_model
+    target = trainable_params(model_cfg, input_trainable_params({"type": "learned"}, V, d))
+    own_input = input_trainable_params(input_cfg, V, d)
+    start = trainable_params(model_cfg, own_input)
+    deficit = target - start
+    if deficit < 0:
+        raise ConfigError("input.size_match", f"this input already has {start:,} trainable parameters, more than "
+                          f"the learned baseline's {target:,}", "drop size_match for this input")
+
+    def count(cfg: ModelConfig) -> int:
+        return trainable_params(cfg, own_input)
+
+    def widen(cfg: ModelConfig, missing: int) -> ModelConfig:
+        """Closest d_ff (a multiple of multiple_of) for `missing` extra parameters."""
+        per_unit = 3 * cfg.d_model * cfg.n_layer
+        m = spec["multiple_of"]
+        ideal = cfg.d_ff + missing / per_unit
+        candidates = {max(m, int(ideal // m) * m), max(m, (int(ideal // m) + 1) * m)}
+        return min((replace(cfg, d_ff=c) for c in candidates), key=lambda c: abs(count(c) - target))
+
+    by = spec["by"]
+    if by == "d_ff":
+        matched = widen(model_cfg, deficit)
+    elif by == "n_layer":
+        per_block = block_params(model_cfg)
+        options = [replace(model_cfg, n_layer=model_cfg.n_layer + k) for k in
+                   {deficit // per_block, deficit // per_block + 1}]
+        matched = min(options, key=lambda c: abs(count(c) - target))
+    else:  # n_layer+d_ff: whole blocks first, the remainder by widening
+        deeper = replace(model_cfg, n_layer=model_cfg.n_layer + deficit // block_params(model_cfg))
+        matched = widen(deeper, target - count(deeper))
+    matched.validate()
+    final = count(matched)
+    error = (final - target) / target
+    if abs(error) > spec["tolerance"]:
+        raise ConfigError(
+            "input.size_match_by",
+            f"by={by} gets no closer than {final:,} trainable parameters ({error:+.2%}) to the learned "
+            f"baseline's {target:,} (tolerance {spec['tolerance']:.0%}) with n_layer={matched.n_layer}, d_ff={matched.d_ff}",
+            "use input.size_match_by=d_ff (or n_layer+d_ff), a smaller size_match_multiple_of or a larger tolerance",
+        )
+    record = {
+        "size_match": spec["target"],
+        "size_match_by": by,
+        "size_match_target_trainable": target,
+        "size_match_unmatched_trainable": start,
+        "size_match_trainable": final,
+        "size_match_rel_error": error,
+        "size_match_n_layer": matched.n_layer,
+        "size_match_d_ff": matched.d_ff,
+        "size_match_base_n_layer": model_cfg.n_layer,
+        "size_match_base_d_ff": model_cfg.d_ff,
+    }
+    return matched, record

@@ -1,17 +1,50 @@
-"""Hydra plumbing shared by the entry points: where conf/ lives and the custom resolvers."""
+"""Hydra configuration: where conf/ and sweeps/ live, and the one place configs are composed.
+
+Every entry point gets its config from here: the Hydra app (`run`) through `CONFIG_DIR`, every
+other command (describe, sweep, evaluate, pretokenize, bench, bench_input) through `compose`, and
+code that needs one option of a group as plain data (an input variant named by another, e.g.
+`init_code: binary16`) through `load_option`. Nothing else reads conf/.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+from .errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = str(PROJECT_ROOT / "conf")
+SWEEPS_DIR = PROJECT_ROOT / "sweeps"
 
 
-def _override_key(line: str) -> str:
+def compose(overrides: Sequence[str] = (), return_hydra_config: bool = False) -> DictConfig:
+    """conf/config.yaml with these overrides, exactly as `python -m fixedcode_study.run` composes it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides),
+                             return_hydra_config=return_hydra_config)
+
+
+def available(group: str) -> list[str]:
+    """Option names of a config group (conf/<group>/*.yaml)."""
+    return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
+
+
+def load_option(group: str, name: str, field: str) -> dict[str, Any]:
+    """conf/<group>/<name>.yaml as a plain resolved dict; `field` is the setting that named it."""
+    path = Path(CONFIG_DIR) / group / f"{name}.yaml"
+    if not path.exists():
+        raise ConfigError(field, f"no {group} option {name!r} in conf/{group}", f"use one of {', '.join(available(group))}")
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+
+
+def override_key(line: str) -> str:
     """`+train.x=1` -> `train.x`; `hydra/launcher=slurm_gpu` -> `hydra/launcher`."""
     return line.split("=", 1)[0].lstrip("+~")
 
@@ -30,7 +63,7 @@ def job_key(overrides: Sequence[str] | str, ignore: Sequence[str] = ()) -> str:
     prefixes = tuple(str(p) for p in ignore)
     kept = sorted(
         str(line) for line in overrides
-        if not any(_override_key(str(line)) == p or _override_key(str(line)).startswith((p + ".", p + "/"))
+        if not any(override_key(str(line)) == p or override_key(str(line)).startswith((p + ".", p + "/"))
                    for p in prefixes)
     )
     joined = ",".join(kept)

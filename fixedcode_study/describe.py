@@ -11,31 +11,19 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from .accounting import parameter_groups
 from .build import build_model
-from .config import CONFIG_DIR
+from .config import available, compose
 from .errors import ConfigError
-from .model import parameter_groups
-from .recipe import recipe_summary
+from .training.plan import recipe_summary
 
 FIXED_REFERENCE = "binary16"            # the ladder's "fixed input" column
 MATCHED_REFERENCE = "binary16_sizematched"
-
-
-def available(group: str) -> list[str]:
-    """Option names of a config group (conf/<group>/*.yaml)."""
-    return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
-
-
-def compose_config(overrides: list[str]) -> DictConfig:
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
 
 
 def describe(cfg: DictConfig) -> dict[str, Any]:
@@ -68,7 +56,7 @@ def describe(cfg: DictConfig) -> dict[str, Any]:
 
 
 def describe_overrides(overrides: list[str]) -> dict[str, Any]:
-    return describe(compose_config(overrides))
+    return describe(compose(overrides))
 
 
 def _n(x: int) -> str:

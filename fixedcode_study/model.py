@@ -3,7 +3,7 @@
 RMSNorm (pre-norm), rotary position embeddings (Llama's rotate-half convention, so weights map
 one-to-one onto Hugging Face's LlamaForCausalLM), SwiGLU MLP, causal attention through
 scaled_dot_product_attention, no biases, and an untied output head. The only part that differs
-between the study's variants is `self.input` (see codes.py).
+between the study's variants is `self.input` (see the inputs package).
 
 Shapes: B batch, T sequence, d d_model, H heads, Hkv key/value heads, D head dim, V vocabulary.
 """
@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .codes import InputInterface
+from .inputs import InputInterface
 from .errors import ConfigError
 
 
@@ -173,8 +173,11 @@ class Decoder(nn.Module):
             if p.dim() == 2:
                 nn.init.normal_(p, mean=0.0, std=self.config.init_std)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """idx (B, T) int64 -> logits (B, T, V)."""
+    def features(self, idx: torch.Tensor) -> torch.Tensor:
+        """idx (B, T) int64 -> final-norm hidden states (B, T, d): everything but the head.
+
+        Evaluation applies the head only where a log-probability is needed, so it calls this.
+        """
         T = idx.shape[1]
         if T > self.config.max_seq_len:
             raise ValueError(f"sequence length {T} exceeds model.max_seq_len={self.config.max_seq_len}")
@@ -184,27 +187,8 @@ class Decoder(nn.Module):
         cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)
         for block in self.blocks:
             x = block(x, cos, sin)
-        return self.head(self.norm(x))  # (B, T, V)
+        return self.norm(x)  # (B, T, d)
 
-
-def parameter_groups(model: Decoder) -> dict[str, int]:
-    """Parameter accounting per group (the study's headline numbers).
-
-    total: every parameter tensor (trainable or frozen; buffers such as a GF(2) matrix are not
-    parameters). input_trainable: trainable parameters of the input interface. head: the output
-    projection. body: blocks and final norm.
-    """
-    def count(params, trainable_only=False):
-        return sum(p.numel() for p in params if p.requires_grad or not trainable_only)
-
-    input_params = list(model.input.parameters())
-    head_params = list(model.head.parameters())
-    body_params = list(model.blocks.parameters()) + list(model.norm.parameters())
-    return {
-        "total": count(model.parameters()),
-        "trainable": count(model.parameters(), trainable_only=True),
-        "input_total": count(input_params),
-        "input_trainable": count(input_params, trainable_only=True),
-        "body": count(body_params),
-        "head": count(head_params),
-    }
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """idx (B, T) int64 -> logits (B, T, V)."""
+        return self.head(self.features(idx))  # (B, T, V)

@@ -10,12 +10,8 @@ a checkpoint and exits 143 at once, so a scheduler can requeue the same command.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import socket
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -25,9 +21,9 @@ from omegaconf import DictConfig
 
 from .config import CONFIG_DIR
 from .errors import ConfigError
-from .results import RESULTS_FILE, is_completed, read_results, write_json_atomic
-from .resume import Preempted
-from .train import evaluate_into, train_job, wants_eval
+from .record.jobdir import JobBusy, JobDir
+from .training.job import evaluate_into, train_job, wants_eval
+from .training.resume import Preempted
 
 COMPLETED: list[str] = []
 FAILED: list[tuple[str, str]] = []
@@ -39,36 +35,14 @@ def say(message: str, err: bool = False) -> None:
         print(message, file=sys.stderr if err else sys.stdout, flush=True)
 
 
-class JobBusy(RuntimeError):
-    pass
-
-
 @contextmanager
-def job_lock(job_dir: Path):
-    """Hold an exclusive lock on the job directory while it trains (rank 0 only).
-
-    Two overlapping sweeps, a double submission or a requeue while the old job still runs would
-    otherwise train into the same directory at once. The lock dies with its process, so a killed
-    job never leaves a stale lock behind.
-    """
+def job_lock(job: JobDir):
+    """The job directory's lock, held by rank 0 only (other ranks of a distributed job follow it)."""
     if rank_zero_only.rank != 0:
         yield
         return
-    job_dir.mkdir(parents=True, exist_ok=True)
-    with open(job_dir / ".lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            raise JobBusy(f"running in another process ({fh.read().strip() or 'unknown'}); not started") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{socket.gethostname()} pid {os.getpid()}\n")
-        fh.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with job.lock():
+        yield
 
 
 # Evaluation settings that change the numbers; a stored result with other values is stale.
@@ -76,7 +50,7 @@ _EVAL_IDENTITY = ("num_fewshot", "limit", "data_dir", "dtype")
 
 
 def _needs_eval(record: dict, cfg: DictConfig) -> bool:
-    from .evaluate import eval_settings
+    from .evaluation.harness import eval_settings
 
     done = record.get("eval") or {}
     if "error" in done or done.get("name") != cfg.eval.name:
@@ -86,32 +60,33 @@ def _needs_eval(record: dict, cfg: DictConfig) -> bool:
             or any(wanted.get(k) != have.get(k) for k in _EVAL_IDENTITY))
 
 
-def _evaluate_completed(job_dir: Path, record: dict, cfg: DictConfig) -> float:
+def _evaluate_completed(job: JobDir, record: dict, cfg: DictConfig) -> float:
     """A finished job asked for an evaluation it lacks: evaluate its final weights, no retraining."""
-    say(f"[run] {job_dir.name} already trained; running eval={cfg.eval.name} on its final checkpoint")
-    record["eval"] = evaluate_into(job_dir / record["checkpoint"], cfg, prepared_root=None)
-    write_json_atomic(job_dir / RESULTS_FILE, record)
+    say(f"[run] {job.name} already trained; running eval={cfg.eval.name} on its final checkpoint")
+    record["eval"] = evaluate_into(job.path / record["checkpoint"], cfg, prepared_root=None)
+    job.write_results(record)
     if "error" in record["eval"]:
-        FAILED.append((str(job_dir), f"eval: {record['eval']['error']}"))
+        FAILED.append((str(job.path), f"eval: {record['eval']['error']}"))
     else:
-        COMPLETED.append(str(job_dir))
+        COMPLETED.append(str(job.path))
     return record["final"]["val_loss"]
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
-    job_dir = Path(hc.runtime.output_dir)
+    job = JobDir(hc.runtime.output_dir)
+    job_dir = job.path
     multirun = hc.mode == RunMode.MULTIRUN
-    if is_completed(job_dir) and not cfg.force:
-        record = read_results(job_dir)
+    if job.is_completed() and not cfg.force:
+        record = job.read_results()
         if wants_eval(cfg) and _needs_eval(record, cfg):
-            return _evaluate_completed(job_dir, record, cfg)
+            return _evaluate_completed(job, record, cfg)
         say(f"[run] {job_dir} already completed; skipping (force=true re-runs it)")
         SKIPPED.append(str(job_dir))
         return record["final"]["val_loss"]
     try:
-        with job_lock(job_dir):
+        with job_lock(job):
             record = train_job(cfg, job_dir, list(hc.overrides.task))
     except JobBusy as busy:
         FAILED.append((str(job_dir), str(busy)))

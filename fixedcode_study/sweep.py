@@ -37,25 +37,23 @@ import torch
 import yaml
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from .accounting import flops_per_token, parameter_groups
 from .build import build_model
-from .config import CONFIG_DIR
+from .config import SWEEPS_DIR, compose, override_key
 from .errors import ConfigError
-from .model import parameter_groups
-from .recipe import flops_per_token
 
-SWEEPS_DIR = Path(__file__).resolve().parent.parent / "sweeps"
 SCALES = ("cpu", "paper")
 
 # Cost assumptions, stated once (overridable on the command line).
 GPU_PEAK_TFLOPS = 989.0   # H100 SXM dense bf16
 GPU_MFU = 0.40
-# Effective training FLOP/s on a 2-core CPU box: (6N + attention) FLOPs per token x measured
-# tokens/s of full training steps on 2 idle cores: cpu_tiny ~12k tokens/s in the main sweep
-# (~100 GFLOP/s); cpu_30m ~950 tokens/s in the benchmark (~170 GFLOP/s). Override with --cpu-gflops.
-CPU_GFLOPS = 100.0
+# Effective training FLOP/s on a 2-core CPU box: FLOPs per token (accounting.flops_per_token, PaLM's
+# 6N + 12 L H D T) x measured tokens/s of full training steps on 2 idle cores: cpu_tiny ~12k tokens/s
+# in the main sweep x 9.83 MFLOP/token = ~118 GFLOP/s; 108 keeps the estimates made before the FLOPs
+# formula was unified (Kaplan's, 8.6% fewer FLOPs at cpu_tiny) unchanged. Override with --cpu-gflops.
+CPU_GFLOPS = 108.0
 CPU_JOB_OVERHEAD_S = 10.0  # W&B and trainer start, validation passes, checkpoint (measured ~7 s)
 
 
@@ -106,10 +104,6 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def grid_overrides(grid: dict[str, list[Any]], replacements: list[str]) -> list[str]:
     """Overrides for one grid: `key=v1,v2` per key, then replacements (same key wins, new keys appended)."""
     out = {override_key(r): r for r in replacements if override_key(r) == "name"}  # name first, for reading
@@ -147,8 +141,7 @@ class Job:
 
 
 def compose_job(overrides: list[str]) -> DictConfig:
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    return compose(overrides, return_hydra_config=True)
 
 
 def plan(study: Study, scale: str = "cpu", extra: list[str] | None = None) -> list[Job]:
@@ -182,13 +175,12 @@ def job_facts(jobs: list[Job]) -> list[dict[str, Any]]:
             except ConfigError as err:  # name the job, keep the one-line "field: problem; fix" form
                 problem, _, fix = str(err)[len(err.field) + 2:].partition("; ")
                 raise ConfigError(err.field, f"{problem} (in job {job.job_dir.name})", fix) from None
-            cache[key] = (parameter_groups(model), model.config.to_dict())
+            cache[key] = (parameter_groups(model), model.config)
         params, arch = cache[key]
         tokens = int(job.cfg.train.tokens)
         facts.append({"job": job.job_dir.name, "model": job.cfg.model.name, "input": job.cfg.input.name,
                       "trainable": params["trainable"], "tokens": tokens,
-                      "flops": tokens * flops_per_token(params, arch["n_layer"], arch["d_model"],
-                                                        int(job.cfg.train.seq_len))["total"]})
+                      "flops": tokens * flops_per_token(arch, int(job.cfg.train.seq_len))["total"]})
     return facts
 
 
@@ -216,7 +208,7 @@ def describe_plan(study: Study, scale: str, jobs: list[Job], facts: list[dict[st
            f"(H100 bf16 dense)")
     cpu = (f"~{cost['cpu_hours']:.3g} CPU-hours at {args.cpu_gflops:g} GFLOP/s "
            f"+ {CPU_JOB_OVERHEAD_S:g} s/job overhead")
-    lines.append(f"  total {cost['total_flops']:.3g} training FLOPs (6N + attention) = "
+    lines.append(f"  total {cost['total_flops']:.3g} training FLOPs (6N + 12 L H D T, PaLM) = "
                  + (f"{cpu} (or {gpu})" if scale == "cpu" else gpu))
     return "\n".join(lines)
 

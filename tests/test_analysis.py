@@ -1,6 +1,6 @@
 """Tests for the analysis package (issue 5): synthetic run directories with known numbers -> report.
 
-The expected cells below are computed by hand from the numbers in tests/analysis_fixtures.py;
+The expected cells below are computed by hand from the numbers in tests/helpers/analysis.py;
 CIs, dofs and p-values are checked against scipy independently of analysis.stats.
 """
 
@@ -21,7 +21,7 @@ from scipy import stats as sps
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers, without a conftest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root until pyproject adds it
 
-import analysis_fixtures as fx
+from helpers import analysis as fx
 
 from analysis.__main__ import main as cli_main
 from analysis.figures_summary import CODE_WIDTH, MODEL_SIZE, SCALE, sweep_points
@@ -344,7 +344,7 @@ def test_sweep_axes_keep_other_design_props_fixed_along_each_line(tmp_path):
 
 
 def fake_wandb_run(name: str, seed: int, ppl: float) -> tuple[dict, dict]:
-    """Config and summary as fixedcode_study.train logs them (config + input_props + params; final/*)."""
+    """Config and summary as fixedcode_study.training.job logs them (config + input_props + params; final/*)."""
     config = {"name": "main", "seed": seed, "input": {"name": name}, "model": {"name": "cpu_tiny"},
               "data": {"name": "shakespeare"}, "input_props": fx.input_props(name), "params": fx.params_for(name)}
     summary = {"final/val_ppl": ppl, "final/val_bpb": 1.9, "final/val_loss": math.log(ppl), "tokens_seen": 51_200,

@@ -1,7 +1,8 @@
 """The systems benchmark: one quick smoke run of the CLI, plus the accounting it reports.
 
 Speed targets are not asserted here (timings on a shared CI box are noise); the benchmark prints
-them. These tests check that every reported number exists, is positive and is computed right.
+them. These tests check that every reported number exists, is positive and is computed right, and
+that the timed step is the one `run` takes (Trainer.fit of LanguageModelTask, its optimizer groups).
 """
 
 from __future__ import annotations
@@ -14,10 +15,21 @@ import textwrap
 import pytest
 import torch
 
-from fixedcode_study.bench import (REFERENCE, main as bench_main, flops_per_token, matmul_params, state_only, variant_configs)
-from fixedcode_study.bench_input import run_input_bench
+from fixedcode_study import accounting
+from fixedcode_study.accounting import flops_per_token, matmul_params, parameter_groups
+from fixedcode_study.bench import main as bench_main
 from fixedcode_study.build import build_model
-from fixedcode_study.model import ModelConfig, parameter_groups
+from fixedcode_study.model import ModelConfig
+from fixedcode_study.systems.bench import (
+    REFERENCE,
+    STEP,
+    fit_steps,
+    pass_plan,
+    state_only,
+    variant_configs,
+)
+from fixedcode_study.systems.bench_input import run_input_bench
+from fixedcode_study.training.task import LanguageModelTask
 
 PAPER_TABLE = 49_152 * 2_048
 
@@ -36,8 +48,21 @@ def test_bench_cli_smoke(tmp_path):
     for key in ("peak_flops", "flops_per_token", "tokens_per_step"):
         assert report[key] > 0, key
     assert report["model"] == "test_micro" and report["precision"] == "fp32"
+    mcfg = ModelConfig(**report["architecture"])
+    assert report["flops_per_token"] == flops_per_token(mcfg, report["seq_len"])["total"]
+    assert report["flops_formula"] == accounting.FLOPS_FORMULA and report["step"] == STEP
+    # ABBA: the 2 timed steps split over a pass in order and a reversed pass.
+    assert [p["timed_steps"] for p in report["passes"]] == [1, 1]
+    assert report["passes"][1]["order"] == report["passes"][0]["order"][::-1]
     rows = {v["name"]: v for v in report["variants"]}
     assert set(rows) == {"learned", "binary16", "gf2", REFERENCE}
+    for name, v in rows.items():  # every model, the reference too, trained through the task `run` uses
+        assert v["lightning_module"] == "fixedcode_study.training.task.LanguageModelTask", name
+        assert sum(v["optimizer_groups"].values()) == v["trainable_params"], name
+    # The reference's embedding and head land in the input and head groups, as ours do.
+    assert rows[REFERENCE]["optimizer_groups"] == rows["learned"]["optimizer_groups"]
+    assert rows["learned"]["optimizer_groups"]["input"] == 512 * 64
+    assert list(rows["binary16"]["optimizer_groups"]) == ["head", "decay", "no_decay"]
     for name, v in rows.items():
         for key in ("step_ms_median", "step_cpu_ms_median", "tokens_per_s", "mfu", "peak_memory_bytes",
                     "trainable_params", "tokens_per_s_vs_reference"):
@@ -74,7 +99,7 @@ def test_flops_count_matches_the_parameters():
     assert matmul_params(mcfg) == groups["body"] + groups["head"] - norms
     # Hand count for test_micro (V=512, L=2, d=64, H=4, d_ff=128) at T=64.
     per_layer = 64 * 3 * 64 + 64 * 64 + 3 * 64 * 128
-    assert flops_per_token(mcfg, 64) == 6 * (2 * per_layer + 64 * 512) + 12 * 2 * 4 * 16 * 64
+    assert flops_per_token(mcfg, 64)["total"] == 6 * (2 * per_layer + 64 * 512) + 12 * 2 * 4 * 16 * 64
     gqa = ModelConfig(**{**mcfg.to_dict(), "n_kv_head": 1})
     assert matmul_params(gqa) < matmul_params(mcfg)
 
@@ -110,7 +135,7 @@ def test_input_bench_small_width():
 def test_peak_memory_meter_sees_an_allocation():
     code = textwrap.dedent("""
         import torch
-        from fixedcode_study.bench import PeakMemory
+        from fixedcode_study.systems.bench import PeakMemory
         meter = PeakMemory(torch.device("cpu"))
         meter.start()
         x = torch.ones(16 * 2**20)  # 64 MiB, touched
@@ -123,3 +148,41 @@ def test_peak_memory_meter_sees_an_allocation():
     seen, after_reset = map(int, proc.stdout.split())
     assert seen >= 60 * 2**20
     assert after_reset < 16 * 2**20  # freed memory went back to the OS, so the next baseline is clean
+
+
+def test_abba_pass_plan():
+    names = ["learned", "binary16", "gf2", REFERENCE]
+    assert pass_plan(names, 5, "abba") == [(names, 3), (names[::-1], 2)]
+    assert pass_plan(names, 5, "sequential") == [(names, 5)]
+
+
+def _group_ids(groups):
+    return {g["name"]: [id(p) for p in g["params"]] for g in groups}
+
+
+@pytest.mark.parametrize("name", ["learned", REFERENCE])
+def test_timed_step_runs_through_language_model_task(name, tmp_path):
+    """The bench's timed steps are Trainer.fit steps of LanguageModelTask: its optimizer holds
+    exactly the groups LanguageModelTask.param_groups() builds (accounting.optimizer_groups), for
+    our model and for the HF adapter alike, and every trainable parameter is in exactly one group."""
+    if name == REFERENCE:
+        pytest.importorskip("transformers")
+    cfg = variant_configs(["model=test_micro"], ["learned"])["learned"]
+    batch = torch.randint(0, 512, (2, 17), generator=torch.Generator().manual_seed(0))  # (B, T+1)
+    fit = fit_steps(name, cfg, torch.device("cpu"), batch, 2, tmp_path)
+    rec, task, model = fit.record, fit.task, fit.task.model
+    assert rec.module_type is LanguageModelTask and isinstance(task, LanguageModelTask)
+    assert len(rec.wall) == len(rec.cpu) == 2 and all(t > 0 for t in rec.wall)
+    assert rec.first_loss == pytest.approx(6.24, abs=0.1)  # ~ln(512) at init
+    groups = task.param_groups()
+    assert [g["name"] for g in groups] == list(rec.optimizer_groups) == ["input", "head", "decay", "no_decay"]
+    assert rec.optimizer_param_ids == _group_ids(groups)  # the very tensors, not just the same counts
+    # accounting.optimizer_groups covers every trainable parameter exactly once.
+    ids = [id(p) for g in accounting.optimizer_groups(model, cfg.optim) for p in g["params"]]
+    assert sorted(ids) == sorted(id(p) for p in model.parameters() if p.requires_grad)
+    assert len(ids) == len(set(ids))
+    named = dict(model.named_parameters())
+    table, head = (("hf.model.embed_tokens.weight", "hf.lm_head.weight") if name == REFERENCE
+                   else ("input.table.weight", "head.weight"))
+    assert rec.optimizer_param_ids["input"] == [id(named[table])]
+    assert rec.optimizer_param_ids["head"] == [id(named[head])]

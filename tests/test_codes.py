@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
+import fixedcode_study.inputs
 from fixedcode_study.build import build_model
-from fixedcode_study.codes import FixedBinaryCode, GF2Code, LearnedEmbedding, build_input, minimal_code_width
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.gf2 import gf2_inverse, gf2_matmul, gf2_rank
+from fixedcode_study.inputs import FixedBinaryCode, GF2Code, LearnedEmbedding, build_input, minimal_code_width
+from fixedcode_study.inputs.gf2 import gf2_inverse, gf2_matmul, gf2_rank
+from fixedcode_study.training.task import LanguageModelTask
 
 MICRO = {"vocab_size": 512, "n_layer": 2, "n_head": 4, "d_model": 64, "d_ff": 128, "max_seq_len": 32}
 
@@ -77,19 +84,54 @@ def test_gf2_matrix_is_a_function_of_its_seed():
     assert not one.affine and one.properties()["affine"] is False
 
 
+def expected_code(kind: str, layer, vocab: int, d_model: int) -> torch.Tensor:
+    """(V, d) input vectors computed here, independently of the inputs package: the canonical bits
+    (id >> i) & 1, for gf2 recoded as A c (xor b) mod 2 with A read from the run's matrix record."""
+    ids = np.arange(vocab)
+    c = np.array([[(i >> j) & 1 for j in range(16)] for i in ids], dtype=np.int64)  # (V, 16)
+    if kind == "gf2":
+        record = layer.matrix_record()
+        a = np.array([[int(ch) for ch in row] for row in record["rows"]], dtype=np.int64)  # (16, 16)
+        c = c @ a.T
+        if record["shift"] is not None:
+            c = c + np.array([int(ch) for ch in record["shift"]])
+        c = c % 2
+    tiled = np.concatenate([c] * (d_model // 16 + 1), axis=1)[:, :d_model]
+    return torch.from_numpy(tiled.astype(np.float32))
+
+
+def training_optimizer(model) -> torch.optim.Optimizer:
+    """The optimizer training builds (LanguageModelTask's AdamW groups), at a large learning rate
+    and with decay on the input group, so a trainable code would visibly move."""
+    optim = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1, "weight_decay_input": True,
+             "weight_decay_head": True, "warmup_fraction": 0.0, "min_lr_ratio": 0.1}
+    task = LanguageModelTask(model, optim, max_steps=8, tokens_per_step=64,
+                             token_bytes=torch.ones(MICRO["vocab_size"]))
+    return task.configure_optimizers()["optimizer"]
+
+
 @pytest.mark.parametrize("kind", ["binary16", "gf2"])
-def test_fixed_inputs_have_no_trainable_parameters_and_never_get_gradients(kind):
+def test_fixed_codes_never_change_under_training(kind):
+    """A few real optimizer steps on a test_micro model: every ID's input vector afterwards is still
+    the code computed independently here (fails if the code became trainable, or changed)."""
     cfg = {"binary16": {"type": "binary", "code_width": 16}, "gf2": {"type": "gf2", "code_width": 16}}[kind]
+    torch.manual_seed(0)
     model = build_model(MICRO, cfg)
-    assert sum(p.numel() for p in model.input.parameters()) == 0
-    before = {k: v.clone() for k, v in model.input.state_dict().items()}
-    x = torch.randint(0, 512, (2, 16))
-    model(x).logsumexp(-1).sum().backward()
-    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
-    opt.step()
-    after = model.input.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before)  # codes never change
-    assert all(p.grad is not None for p in model.blocks.parameters())
+    V, d = MICRO["vocab_size"], MICRO["d_model"]
+    expected = expected_code(kind, model.input, V, d)  # (V, d)
+    body_before = [p.detach().clone() for p in model.blocks.parameters()]
+    opt = training_optimizer(model)
+    for _ in range(4):
+        x = torch.randint(0, V, (4, 17))
+        logits = model(x[:, :-1])  # (B, T, V)
+        loss = F.cross_entropy(logits.reshape(-1, V), x[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert all(not torch.equal(a, b) for a, b in zip(body_before, model.blocks.parameters()))  # it trained
+    with torch.no_grad():
+        after = model.input(torch.arange(V)[None])[0]  # (V, d)
+    assert torch.equal(after, expected)
 
 
 def test_learned_input_is_trainable_and_gets_gradients():
@@ -125,3 +167,36 @@ def test_bad_configurations_fail_with_one_line_naming_the_field(cfg, vocab, d_mo
 def test_width_error_names_both_numbers():
     with pytest.raises(ConfigError, match=r"8 bits .* 4096 token IDs"):
         build_input({"type": "binary", "code_width": 8}, vocab_size=4096, d_model=64)
+
+
+def test_no_input_module_reads_the_configuration():
+    """conf/ is read by config.py and resolved by build.py; the inputs package only gets mappings
+    (so it cannot import config, omegaconf or hydra, nor open a conf/ path)."""
+    package = Path(fixedcode_study.inputs.__file__).parent
+    files = sorted(package.glob("*.py"))
+    assert {"__init__.py", "base.py", "learned.py", "binary.py", "gaussian.py", "tiling.py", "gf2.py"} <= {
+        f.name for f in files}
+    for path in files:
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                modules = []
+            for module in modules:
+                assert not re.search(r"(^|\.)config($|\.)|omegaconf|hydra|yaml", module), (path.name, module)
+            if isinstance(node, ast.Name):
+                assert node.id not in ("CONFIG_DIR", "load_option", "OmegaConf"), (path.name, node.id)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                assert not re.search(r"conf/\w+/|\.yaml", node.value), (path.name, node.value)
+
+
+def test_build_input_wants_referenced_variants_resolved():
+    with pytest.raises(ConfigError, match="build.build_model") as info:
+        build_input({"type": "learned", "init": "code", "init_code": "binary16"}, vocab_size=512, d_model=64)
+    assert info.value.field == "input.init_code"

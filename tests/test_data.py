@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from fixedcode_study.batches import RandomWindowBatches, ValidationWindows
-from fixedcode_study.data import prepare
+from fixedcode_study.data.batches import GlobalBatchOrder, RandomWindowBatches, ValidationWindows
+from fixedcode_study.data.prepare import prepare
 
 WORDS = "the quick brown fox jumps over lazy dogs while seven wizards quietly hex bold jackals".split()
 
@@ -83,15 +83,20 @@ def test_concurrent_preparation_leaves_one_valid_cache(tmp_path):
     assert json.loads((tmp_path / "cache" / entries[0] / "meta.json").read_text())["val_tokens"] > 0
 
 
-def test_batches_are_a_pure_function_of_seed_step_rank(tmp_path):
+def test_batches_are_a_pure_function_of_seed_step_slot(tmp_path):
     prepared = prepare(data_cfg(write_corpus(tmp_path / "corpus"), tmp_path / "cache"), progress=False)
-    make = lambda seed, rank=0: RandomWindowBatches(prepared.train_path, prepared.dtype, 32, 4, seed, rank)  # noqa: E731
+    make = lambda seed, slot=0: RandomWindowBatches(prepared.train_path, prepared.dtype, 32, 4, seed, slot)  # noqa: E731
     a, b = make(1), make(1)
     assert all(np.array_equal(a.batch(s), b.batch(s)) for s in range(5))
-    it = iter(make(1))
+    it = iter(GlobalBatchOrder(make(1), rank=0, world=1, grad_accum=1))
     assert np.array_equal(next(it), a.batch(0)) and np.array_equal(next(it), a.batch(1))
     assert not np.array_equal(make(2).batch(0), a.batch(0))
-    assert not np.array_equal(make(1, rank=1).batch(0), a.batch(0))
+    assert not np.array_equal(make(1, slot=1).batch(0), a.batch(0))
+    # two ranks with one micro-batch each see the slots one rank accumulating two micro-batches sees
+    accum = iter(GlobalBatchOrder(make(1), rank=0, world=1, grad_accum=2))
+    ranks = [iter(GlobalBatchOrder(make(1), rank=r, world=2, grad_accum=1)) for r in range(2)]
+    for _ in range(3):
+        assert np.array_equal(next(accum), next(ranks[0])) and np.array_equal(next(accum), next(ranks[1]))
     assert a.batch(0).shape == (4, 33)
 
 
@@ -109,7 +114,7 @@ def test_validation_windows_cover_the_split_once_across_ranks(tmp_path):
 
 
 def test_builtin_corpus_loads_offline():
-    from fixedcode_study.corpus import shakespeare_documents
+    from fixedcode_study.data.corpus import shakespeare_documents
 
     docs = shakespeare_documents()
     assert len(docs) > 700 and sum(len(d.text) for d in docs) > 4_000_000

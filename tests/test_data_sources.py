@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixedcode_study.batches import RandomWindowBatches, TokenDataModule, shard_probabilities
-from fixedcode_study.corpus import Stream, piece_documents, plan_pieces, streams_from_config, text_file_documents
-from fixedcode_study.data import load_pretokenized, prepare
+from fixedcode_study.data.batches import GlobalBatchOrder, RandomWindowBatches, TokenDataModule, shard_probabilities
+from fixedcode_study.data.corpus import Stream, piece_documents, plan_pieces, streams_from_config, text_file_documents
+from fixedcode_study.data.prepare import load_pretokenized, prepare
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.pretokenize import pretokenize
+from fixedcode_study.data.shards import pretokenize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pretokenize_helpers import text_files_cfg, write_corpus  # noqa: E402
+from helpers.pretokenize import text_files_cfg, write_corpus  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -93,16 +93,16 @@ def test_mixture_pretokenizes_into_the_cache_once_and_samples_by_weight(corpus, 
     assert {s.stream for s in shards} == {"books", "web"} and len(shards) > 3
     dm = TokenDataModule(prepared, seq_len=16, batch_size=8, seed=3)
     dm.setup()
-    ds = dm.train_set
+    ds = dm.train_set.slots[0]  # the window sampler behind the (single-process) batch order
     books = sum(p for p, s in zip(ds.probs, shards) if s.stream == "books")
     assert books == pytest.approx(0.25)  # stream mass = its weight, whatever its token count
     web_sizes = {s.path: s.tokens for s in shards if s.stream == "web"}
     web_probs = {s.path: p for p, s in zip(ds.probs, shards) if s.stream == "web"}
     biggest, smallest = max(web_sizes, key=web_sizes.get), min(web_sizes, key=web_sizes.get)
     assert web_probs[biggest] > web_probs[smallest]  # within a stream: by size
-    # restarting at step s yields exactly the batches from step s on
-    dm.start_step = 7
+    # restarting at step s (as resume sets it from a checkpoint) yields exactly the batches from step s on
     dm.setup()
+    dm.train_set.start_step = 7
     assert np.array_equal(next(iter(dm.train_set)), ds.batch(7))
 
 
@@ -111,7 +111,7 @@ def test_sharded_batches_are_deterministic_and_stay_inside_one_shard(tmp_path):
     for k, n in enumerate([500, 40, 2000, 10]):  # shard k holds only the value k+1
         paths.append(tmp_path / f"{k}.bin")
         np.full(n, k + 1, dtype=np.uint16).tofile(paths[-1])
-    make = lambda seed=1, rank=0, **kw: RandomWindowBatches(paths, np.uint16, 32, 64, seed, rank, **kw)  # noqa: E731
+    make = lambda seed=1, slot=0, **kw: RandomWindowBatches(paths, np.uint16, 32, 64, seed, slot, **kw)  # noqa: E731
     a = make()
     assert a.probs[3] == 0.0  # 10 tokens: no 33-token window
     assert np.allclose(a.probs, np.array([500 - 33, 40 - 33, 2000 - 33, 0]) / (500 + 40 + 2000 - 99))
@@ -121,8 +121,8 @@ def test_sharded_batches_are_deterministic_and_stay_inside_one_shard(tmp_path):
         assert all(len(set(row.tolist())) == 1 for row in batch)  # never straddles two shards
         assert np.array_equal(batch, make().batch(step))
     assert not np.array_equal(make(seed=2).batch(0), a.batch(0))
-    assert not np.array_equal(make(rank=1).batch(0), a.batch(0))
-    it = iter(make(start_step=4))
+    assert not np.array_equal(make(slot=1).batch(0), a.batch(0))
+    it = iter(GlobalBatchOrder(make(), rank=0, world=1, grad_accum=1, start_step=4))
     assert np.array_equal(next(it), a.batch(4)) and np.array_equal(next(it), a.batch(5))
     only_third = make(probs=[0, 0, 1, 0])
     assert (only_third.batch(0) == 3).all()
@@ -136,7 +136,7 @@ def test_sharded_batches_are_deterministic_and_stay_inside_one_shard(tmp_path):
 def test_single_file_draw_is_unchanged(tmp_path):
     path = tmp_path / "train.bin"
     np.arange(1000, dtype=np.uint16).tofile(path)
-    batch = RandomWindowBatches(path, np.uint16, 16, 4, seed=5, rank=2).batch(9)
+    batch = RandomWindowBatches(path, np.uint16, 16, 4, seed=5, slot=2).batch(9)
     starts = np.random.default_rng([5, 9, 2]).integers(0, 1000 - 16 - 1, size=4)
     assert np.array_equal(batch[:, 0].numpy(), starts)  # token value == offset in this file
 

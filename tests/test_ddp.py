@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from distributed_helpers import TINY, cli, metric_rows, only_job, reference_run, results
+from helpers.distributed import TINY, cli, metric_rows, only_job, reference_run, results
 
 
 def test_ddp_two_processes_match_single_process_with_same_global_batch(tmp_path, tmp_path_factory):
@@ -44,8 +44,8 @@ def test_plain_ddp_in_a_local_sweep_is_refused_with_the_fix(tmp_path):
 
 
 def test_paper_recipe_plan_and_flops():
-    from fixedcode_study.describe import compose_config
-    from fixedcode_study.recipe import recipe_summary
+    from fixedcode_study.config import compose as compose_config
+    from fixedcode_study.training.plan import recipe_summary
 
     cfg = compose_config(["experiment=paper_1p7b", "input=binary16", "trainer.num_nodes=4"])
     assert (cfg.model.name, cfg.data.name, cfg.train.seq_len) == ("paper_1p7b", "paper_mix", 2048)
@@ -64,7 +64,7 @@ def test_fsdp_preset_shards_per_decoder_block():
     from hydra.utils import instantiate
     from lightning.pytorch.strategies import FSDPStrategy
 
-    from fixedcode_study.describe import compose_config
+    from fixedcode_study.config import compose as compose_config
     from fixedcode_study.model import Block
 
     cfg = compose_config(["trainer=fsdp", "trainer.strategy.activation_checkpointing_blocks=true"])

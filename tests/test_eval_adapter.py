@@ -1,4 +1,4 @@
-"""The lm-eval adapter (fixedcode_study.lm_eval_model) against independent computations.
+"""The lm-eval adapter (fixedcode_study.evaluation.lm) against independent computations.
 
 Reference values come from direct forward passes of the Decoder (written out here, not through
 the adapter) and from lm-eval's own HFLM on the equivalent transformers Llama.
@@ -12,12 +12,12 @@ import shutil
 import pytest
 import torch
 import torch.nn.functional as F
-from eval_helpers import trained_checkpoint, untrained_checkpoint
+from helpers.eval import trained_checkpoint, untrained_checkpoint
 from lm_eval.api.instance import Instance
 
-from fixedcode_study.checkpoint import load_checkpoint
+from fixedcode_study.record.checkpoint import load_checkpoint
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.lm_eval_model import FixedCodeLM
+from fixedcode_study.evaluation.lm import FixedCodeLM
 
 CONTEXT = 64  # test_micro max_seq_len
 
@@ -67,7 +67,7 @@ def direct_loglikelihood(model, tok, context, continuation, eot=0):
 def test_loglikelihood_matches_a_direct_forward_pass(input_name, learned):
     ckpt = learned if input_name == "learned" else untrained_checkpoint(input_name)
     lm = FixedCodeLM(checkpoint=ckpt, batch_size=3, device="cpu")
-    model, _ = load_checkpoint(ckpt)
+    model = load_checkpoint(ckpt).model
     ours = lm.loglikelihood(instances(REQUESTS), disable_tqdm=True)
     for (ctx, cont), (ll, greedy) in zip(REQUESTS, ours):
         ref_ll, ref_greedy = direct_loglikelihood(model, lm.tokenizer, ctx, cont)
@@ -89,7 +89,7 @@ def reference_greedy(model, ids, n, eot=0):
 
 def test_is_greedy_is_true_exactly_for_the_models_own_greedy_continuation(learned):
     lm = FixedCodeLM(checkpoint=learned, batch_size=4)
-    model, _ = load_checkpoint(learned)
+    model = load_checkpoint(learned).model
     ctx = encode(lm.tokenizer, "ROMEO. But soft, what light")
     cont = reference_greedy(model, ctx, 3)
     assert len(cont) == 3
@@ -111,7 +111,7 @@ def test_results_do_not_depend_on_batch_size(learned):
 
 def test_rolling_loglikelihood_is_a_sum_over_disjoint_context_windows(learned):
     lm = FixedCodeLM(checkpoint=learned, batch_size=4)
-    model, _ = load_checkpoint(learned)
+    model = load_checkpoint(learned).model
     text = "Now is the winter of our discontent made glorious summer by this sun of York. " * 12
     ids = encode(lm.tokenizer, text)
     assert len(ids) > 3 * CONTEXT
@@ -130,7 +130,7 @@ def test_rolling_loglikelihood_is_a_sum_over_disjoint_context_windows(learned):
 
 def test_generate_until_is_greedy_and_honours_stop_strings_and_max_gen_toks(learned):
     lm = FixedCodeLM(checkpoint=learned, batch_size=4)
-    model, _ = load_checkpoint(learned)
+    model = load_checkpoint(learned).model
     prompt, other_prompt = "HAMLET. To be, or not", "Other prompt of another length"
     greedy = lm.tokenizer.decode(reference_greedy(model, encode(lm.tokenizer, prompt), 24))
     assert len(greedy) >= 4, "the reference continuation is too short; pick another prompt"
@@ -150,7 +150,7 @@ def test_matches_lm_evals_hflm_on_the_equivalent_llama(learned):
     from lm_eval.models.huggingface import HFLM
     from transformers import PreTrainedTokenizerFast
 
-    from fixedcode_study.hf import to_hf_llama
+    from fixedcode_study.systems.hf import to_hf_llama
 
     lm = FixedCodeLM(checkpoint=learned, batch_size=4)
     hf_tok = PreTrainedTokenizerFast(tokenizer_object=lm.tokenizer, eos_token="<|endoftext|>")

@@ -12,15 +12,15 @@ import subprocess
 import sys
 
 import pytest
-from eval_helpers import SHARED_EVAL, mirror_available, trained_checkpoint, untrained_checkpoint
+from helpers.eval import SHARED_EVAL, mirror_available, trained_checkpoint, untrained_checkpoint
 from lm_eval.api.instance import Instance
 from safetensors.torch import load_file, save_file
 
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.eval_tasks import write_tasks
-from fixedcode_study.eval_tasks.builtin import HELDOUT_LASTWORD, HELDOUT_PPL, derive_files, lastword_passages
-from fixedcode_study.evaluate import compose_eval_config, evaluate_checkpoint, wandb_metrics
-from fixedcode_study.lm_eval_model import FixedCodeLM
+from fixedcode_study.evaluation.tasks import write_tasks
+from fixedcode_study.evaluation.tasks.builtin import HELDOUT_LASTWORD, HELDOUT_PPL, derive_files, lastword_passages
+from fixedcode_study.evaluation.harness import compose_eval_config, evaluate_checkpoint, wandb_metrics
+from fixedcode_study.evaluation.lm import FixedCodeLM
 
 PAPER_METRICS = {"hellaswag": ["acc_norm"], "piqa": ["acc"], "lambada_openai": ["acc", "perplexity"],
                  "arc_easy": ["acc_norm"], "wikitext": ["word_perplexity"], "commonsense_qa": ["acc"], "mmlu": ["acc"]}
@@ -146,10 +146,10 @@ def test_request_cache_is_never_shared_between_different_weights(trained, tmp_pa
 
 def test_prepared_root_is_found_from_the_checkpoint_and_checked(trained, tmp_path):
     ckpt, root = trained
-    from fixedcode_study.checkpoint import load_checkpoint
-    from fixedcode_study.evaluate import find_prepared_root
+    from fixedcode_study.record.checkpoint import load_checkpoint
+    from fixedcode_study.evaluation.harness import find_prepared_root
 
-    _, config = load_checkpoint(ckpt)
+    config = load_checkpoint(ckpt).config
     assert find_prepared_root(ckpt, config, None, str(tmp_path)) == root.resolve()  # via the job's results.json
     other = tmp_path / "other"
     other.mkdir()
@@ -203,8 +203,8 @@ def test_paper_suite_matches_hflm_task_for_task(tmp_path):
     from lm_eval.tasks import TaskManager
     from transformers import PreTrainedTokenizerFast
 
-    from fixedcode_study.evaluate import build_record
-    from fixedcode_study.hf import to_hf_llama
+    from fixedcode_study.evaluation.harness import build_record
+    from fixedcode_study.systems.hf import to_hf_llama
 
     ckpt = untrained_checkpoint("binary16", max_seq_len=512)
     tasks = list(PAPER_METRICS)

@@ -1,6 +1,6 @@
 """Our Decoder and Hugging Face's LlamaForCausalLM compute the same function (fp32, CPU).
 
-hf.to_hf_llama copies our weights across (fixed codes through a materialised V x d table); the
+systems.hf.to_hf_llama copies our weights across (fixed codes through a materialised V x d table); the
 logits must then agree to 1e-5. Every weight is randomised first, norms included (they start at
 1, where a mis-mapped norm would go unnoticed), and at a larger std than init so that mistakes in
 the attention path move the logits well past the tolerance.
@@ -14,8 +14,8 @@ import torch
 pytest.importorskip("transformers")
 
 from fixedcode_study.build import build_model  # noqa: E402
-from fixedcode_study.describe import compose_config  # noqa: E402
-from fixedcode_study.hf import hf_state_dict, to_hf_llama  # noqa: E402
+from fixedcode_study.config import compose  # noqa: E402
+from fixedcode_study.systems.hf import hf_state_dict, to_hf_llama  # noqa: E402
 
 ATOL = 1e-5
 ARCH = {"vocab_size": 512, "n_layer": 2, "n_head": 4, "d_model": 64, "d_ff": 160, "max_seq_len": 48,
@@ -23,7 +23,7 @@ ARCH = {"vocab_size": 512, "n_layer": 2, "n_head": 4, "d_model": 64, "d_ff": 160
 
 
 def randomised_model(input_name: str, **arch):
-    cfg = compose_config([f"input={input_name}"])
+    cfg = compose([f"input={input_name}"])
     torch.manual_seed(0)
     model = build_model({**ARCH, **arch}, cfg.input).eval()
     with torch.no_grad():

@@ -8,9 +8,11 @@ import pytest
 import yaml
 
 from fixedcode_study.config import CONFIG_DIR
-from fixedcode_study.describe import available, compose_config, describe, ladder_markdown
+from fixedcode_study.config import available
+from fixedcode_study.config import compose as compose_config
+from fixedcode_study.describe import describe, ladder_markdown
 from fixedcode_study.model import ModelConfig
-from fixedcode_study.sizing import body_params
+from fixedcode_study.accounting import body_params
 
 LADDER = ["test_micro", "cpu_tiny", "cpu_30m", "smollm2_135m", "smollm2_360m", "paper_1p7b"]
 

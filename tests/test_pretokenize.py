@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from fixedcode_study.data import load_pretokenized
+from fixedcode_study.data.prepare import load_pretokenized
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.pretokenize import pretokenize
-from fixedcode_study.tokenizer import load_pretrained
+from fixedcode_study.data.shards import pretokenize
+from fixedcode_study.data.tokenizer import load_pretrained
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pretokenize_helpers import save_hf_tokenizer, text_files_cfg, write_corpus  # noqa: E402
+from helpers.pretokenize import save_hf_tokenizer, text_files_cfg, write_corpus  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,7 +133,7 @@ def test_bad_text_field_in_a_worker_is_a_one_line_config_error(corpus, tmp_path)
     root, _ = corpus
     cfg = text_files_cfg(root, tmp_path, paths=[str(root / "*.jsonl")], text_field="body", tokenizer=None)
     cfg["tokenizer"] = str(tmp_path / "tok.json")
-    from fixedcode_study.tokenizer import train_bpe
+    from fixedcode_study.data.tokenizer import train_bpe
 
     train_bpe(["some text"] * 10, 300).save(cfg["tokenizer"])
     with pytest.raises(ConfigError, match=r"^data.text_field: .*'body'") as err:
@@ -183,7 +183,7 @@ def test_cli_pretokenizes_and_training_runs_from_the_directory(corpus, tmp_path)
     from hydra import compose, initialize_config_dir
 
     from fixedcode_study.config import CONFIG_DIR
-    from fixedcode_study.train import train_job
+    from fixedcode_study.training.job import train_job
 
     root, _ = corpus
     out = tmp_path / "pretok"

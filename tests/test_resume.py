@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 
 import torch
-from distributed_helpers import (
+from helpers.distributed import (
     TINY,
     cli,
     metric_rows,

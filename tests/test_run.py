@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fixedcode_study.describe import compose_config
-from fixedcode_study.train import train_job
+from fixedcode_study.config import compose as compose_config
+from fixedcode_study.training.job import train_job
 
 TINY = ["model=test_micro", "train.tokens=16384", "train.val_every=8", "train.log_every=2", "train.val_batch_size=64"]
 REQUIRED = ["input", "seed", "model", "code_width", "params", "final", "tokens_seen", "train_seconds",
@@ -148,20 +148,21 @@ def test_job_key_ignores_settings_that_do_not_change_the_computation():
 def test_a_job_locked_by_another_process_is_not_started(tmp_path):
     import fcntl
 
-    from fixedcode_study.run import JobBusy, job_lock
+    from fixedcode_study.record.jobdir import JobBusy, JobDir
 
-    job = tmp_path / "job"
-    with job_lock(job):
-        with open(job / ".lock") as other:  # a second open file description, as another process has
+    job = JobDir(tmp_path / "job")
+    lock_file = job.path / ".lock"
+    with job.lock():
+        with open(lock_file) as other:  # a second open file description, as another process has
             with pytest.raises(BlockingIOError):
                 fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    with job_lock(job):  # released on exit: the next attempt gets it
+    with job.lock():  # released on exit: the next attempt gets it
         pass
-    holder = open(job / ".lock", "a+")
+    holder = open(lock_file, "a+")
     fcntl.flock(holder, fcntl.LOCK_EX)
     try:
         with pytest.raises(JobBusy, match="running in another process"):
-            with job_lock(job):
+            with job.lock():
                 pass
     finally:
         holder.close()

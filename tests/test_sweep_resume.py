@@ -3,7 +3,7 @@ failing job neither stops nor damages the others while the exit status and summa
 
 from __future__ import annotations
 
-from distributed_helpers import cli, results
+from helpers.distributed import cli, results
 
 SMALL = ["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8", "train.val_every=100",
          "train.log_every=2", "train.val_batch_size=256", "name=resweep"]

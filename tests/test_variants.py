@@ -8,16 +8,23 @@ import numpy as np
 import pytest
 import torch
 
-from fixedcode_study.build import build_model
-from fixedcode_study.checkpoint import load_checkpoint, save_checkpoint
-from fixedcode_study.codes import FixedCode, build_input, load_input_config, minimal_code_width
-from fixedcode_study.describe import available, compose_config, describe
+from fixedcode_study.accounting import body_params, parameter_groups
+from fixedcode_study.build import build_model, resolve_input_references, trainable_params
+from fixedcode_study.config import available, load_option
+from fixedcode_study.config import compose as compose_config
+from fixedcode_study.describe import describe
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.gf2 import gf2_rank, matrix_sha256, sample_constrained, sample_invertible
-from fixedcode_study.model import ModelConfig, parameter_groups
-from fixedcode_study.sizing import body_params
+from fixedcode_study.inputs import FixedCode, build_input, input_trainable_params, minimal_code_width
+from fixedcode_study.inputs.gf2 import gf2_rank, matrix_sha256, sample_constrained
+from fixedcode_study.model import ModelConfig
+from fixedcode_study.record.checkpoint import load_checkpoint, save_checkpoint
 
 V, D = 4096, 128  # cpu_tiny's vocabulary and width
+
+
+def load_input_config(name: str) -> dict:
+    """conf/input/<name>.yaml with any variant it names resolved, as build_model resolves it."""
+    return resolve_input_references(load_option("input", name, field="input"))
 
 
 def embed_all(layer, vocab_size: int) -> torch.Tensor:
@@ -82,8 +89,9 @@ def test_binary_minimal_width_and_binary16_unchanged():
 
 def test_gf2_paper_matrix_is_unchanged_and_high_weights_are_reachable():
     # The paper's matrix (seed 12345, min_weight 4, K=16) is still the rejection sampler's draw.
-    a, b, draws = sample_invertible(16, 12345, 4, False)
-    assert (draws, matrix_sha256(a, b)[:16]) == (9, "007339ff01c0c10a")
+    drawn = sample_constrained(16, 12345, 4, False)
+    assert (drawn.method, drawn.draws) == ("rejection", 9)
+    assert matrix_sha256(drawn.matrix, drawn.shift)[:16] == "007339ff01c0c10a"
     gf2 = build_input(load_input_config("gf2"), V, D)
     assert gf2.properties()["matrix_sampler"] == "rejection"
     # Weight 8 and K-1 (the largest feasible) come from the constrained walk, deterministically.
@@ -98,14 +106,14 @@ def test_gf2_paper_matrix_is_unchanged_and_high_weights_are_reachable():
 def test_wide_code_is_canonical_prefix_plus_nonconstant_recodings():
     layer = build_input(dict(type="wide", code_width=32, matrix_seed=5), V, D)
     m = minimal_code_width(V)
-    bits = layer.numpy_code_bits(np.arange(V))
+    bits = layer.code_bits(torch.arange(V)).numpy().astype(np.uint8)  # (V, K)
     assert bits.shape == (V, 32)
     assert np.array_equal(bits[:, :m], (np.arange(V)[:, None] >> np.arange(m)) & 1)  # canonical prefix
     extra = bits[:, m:]
     assert (extra.min(axis=0) == 0).all() and (extra.max(axis=0) == 1).all()  # no constant extra bit
     props = layer.properties()
     assert props["n_recodings"] == 2 and props["extra_bits"] == 32 - m
-    # torch forward agrees with the numpy code
+    # forward puts exactly these bits in the first K coordinates
     assert torch.equal(embed_all(layer, V)[:, :32], torch.from_numpy(bits.astype(np.float32)))
     # different matrix seeds give different codes; the same seed the same code
     other = build_input(dict(type="wide", code_width=32, matrix_seed=6), V, D)
@@ -156,7 +164,7 @@ def test_learned_codestats_and_code_copy_init():
     assert torch.allclose(table.mean(0), code_vals.mean(0), atol=0.05)
     assert torch.allclose(table.std(0), code_vals.std(0), atol=0.05)
     assert table[:, 12].abs().max() == 0
-    copy = build_input(dict(type="learned", init="code", init_code="gf2"), V, D)
+    copy = build_input(resolve_input_references(dict(type="learned", init="code", init_code="gf2")), V, D)
     assert torch.equal(copy.table.weight.detach(), embed_all(build_input(load_input_config("gf2"), V, D), V))
     assert copy.table.weight.requires_grad
 
@@ -184,19 +192,21 @@ def test_size_match_n_layer_and_multiple_of():
 
 
 def test_size_matched_checkpoint_rebuilds_same_architecture(tmp_path):
+    from tokenizers import Tokenizer, models
+
     tok = tmp_path / "tokenizer.json"
-    tok.write_text(json.dumps({"note": "checkpoint copies this file; load_checkpoint does not parse it"}))
-    for name in ("binary16_sizematched", "random_fixed", "wide_random", "learned_lowdim"):
+    Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>")).save(str(tok))  # load_checkpoint parses it
+    for name in ("binary16_sizematched", "gf2", "random_fixed", "wide_random", "learned_lowdim", "learned_codestats"):
         cfg = compose_config(["model=test_micro", f"input={name}"])
         torch.manual_seed(0)
         model = build_model(cfg.model, cfg.input)
         ckpt = save_checkpoint(tmp_path / name, model, cfg.model, cfg.input, tok)
-        loaded, config = load_checkpoint(ckpt)
-        assert loaded.config == model.config
+        loaded = load_checkpoint(ckpt)
+        assert loaded.model.config == model.config
         ids = torch.randint(0, 512, (2, 16))
         with torch.no_grad():
-            assert torch.equal(loaded(ids), model.eval()(ids))
-        assert config["input_props"] == model.input.properties()
+            assert torch.equal(loaded.model(ids), model.eval()(ids))
+        assert loaded.config["input_props"] == model.input.properties()
 
 
 INVALID = [
@@ -275,3 +285,23 @@ def test_describe_every_input_consistent_accounting(model):
 def test_fixed_code_base_class_covers_every_fixed_type():
     for name in ("binary", "binary16", "gf2", "wide", "wide_random", "random_fixed", "binary16_scaled"):
         assert isinstance(build_input(load_input_config(name), 512, 64), FixedCode), name
+
+
+@pytest.mark.parametrize("vocab_size,d_model", [(V, D), (512, 64)])
+def test_input_trainable_params_matches_the_built_model(vocab_size, d_model):
+    """The count size matching uses (from shapes, no module) equals the built model's, for every variant."""
+    names = available("input")
+    assert {"learned", "frozen_learned", "learned_lowdim", "learned_codestats", "binary16", "gf2"} <= set(names)
+    for name in names:
+        cfg = load_input_config(name)
+        with torch.device("meta"):
+            model = build_model({"vocab_size": vocab_size, "n_layer": 2, "n_head": 4, "d_model": d_model,
+                                 "d_ff": 2 * d_model, "max_seq_len": 32}, cfg)
+        groups = parameter_groups(model)
+        counted = input_trainable_params(cfg, vocab_size, d_model)
+        assert counted == groups["input_trainable"], name
+        assert trainable_params(model.config, counted) == groups["trainable"], name
+    assert input_trainable_params(dict(type="learned_lowdim", code_width=8, trainable=False), V, D) == 0
+    with pytest.raises(ConfigError) as err:
+        input_trainable_params(dict(type="embedding"), V, D)
+    assert err.value.field == "input.type"

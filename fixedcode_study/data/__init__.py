@@ -1,0 +1,11 @@
+"""Data: from a text source to the token batches a job trains and validates on.
+
+- `corpus`: named sources (built-in Shakespeare, local files, Hugging Face datasets, mixtures)
+  that yield documents, and the pieces large sources are cut into.
+- `tokenizer`: byte-level BPE trained here, or a Hugging Face tokenizer; bytes per token.
+- `prepare`: corpus -> held-out split by document -> tokenizer -> token memmaps, cached by content
+  (`prepare(cfg.data)` returns a PreparedData).
+- `shards`: the same for corpora too large for memory: sharded, parallel, restartable.
+- `batches`: the data order (a pure function of seed, optimizer step and slot; world-size
+  invariant and resumable) and the validation windows, as a Lightning DataModule.
+"""

@@ -1,0 +1,180 @@
+"""The batches Lightning trains and validates on, read from the prepared token memmaps.
+
+Data order. Training batches are a pure function of (seed, optimizer step, slot). The global
+batch of optimizer step g is made of `grad_accum x world` micro-batch *slots*; slot j holds the
+`batch_size` windows whose offsets are drawn from numpy's default_rng([seed, g, j])
+(RandomWindowBatches.batch). Rank r, at its accumulation micro-step a, trains on slot
+a * world + r (GlobalBatchOrder). So:
+  - one process accumulating two micro-batches and two processes with one each train on
+    identical tokens (world-size invariant), and with grad_accum=1 the slots are just the ranks;
+  - a resumed run restarts the order at the checkpoint's step and sees exactly the batches an
+    uninterrupted one would.
+With several train shards (pre-tokenized data) each row first picks a shard, with probability
+proportional to its size within its stream times the stream's mixture weight, then a window
+inside that shard (windows never straddle two shards).
+
+Validation uses every non-overlapping window of the held-out split, sharded across ranks.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from ..errors import ConfigError
+from .prepare import PreparedData
+
+
+def shard_probabilities(sizes: Sequence[int], streams: Sequence[str], weights: Mapping[str, float],
+                        seq_len: int) -> np.ndarray:
+    """P(shard k) = weight(stream of k) * windows(k) / windows(stream), over streams that have windows."""
+    windows = np.maximum(np.asarray(sizes, dtype=np.float64) - seq_len - 1, 0.0)
+    probs = np.zeros(len(sizes))
+    for stream in set(streams):
+        members = np.array([s == stream for s in streams])
+        total = windows[members].sum()
+        if total > 0:
+            probs[members] = float(weights.get(stream, 0.0)) * windows[members] / total
+    if probs.sum() <= 0:
+        raise ConfigError("train.seq_len", f"{seq_len} is longer than every training shard ({max(sizes, default=0)} tokens at most)",
+                          "use a shorter seq_len or larger shards")
+    return probs / probs.sum()
+
+
+class RandomWindowBatches:
+    """`batch(step)`: the (B, T+1) windows of one slot of optimizer step `step`, offsets drawn
+    from default_rng([seed, step, slot]).
+
+    `source` is one memmap path or a list of shard paths; `probs` gives each shard's sampling
+    probability (default: proportional to the windows it holds).
+    """
+
+    def __init__(self, source: str | os.PathLike | Sequence[str | os.PathLike], dtype: np.dtype, seq_len: int,
+                 batch_size: int, seed: int, slot: int = 0, probs: Sequence[float] | None = None):
+        paths = [Path(source)] if isinstance(source, (str, os.PathLike)) else [Path(p) for p in source]
+        if not paths:
+            raise ConfigError("data", "no training shards", "pre-tokenize a non-empty corpus")
+        self.paths, self.dtype = paths, np.dtype(dtype)
+        self.seq_len, self.batch_size, self.seed, self.slot = seq_len, batch_size, seed, slot
+        self.sizes = np.array([p.stat().st_size // self.dtype.itemsize for p in paths], dtype=np.int64)
+        if len(paths) == 1:
+            if self.sizes[0] <= seq_len + 1:
+                raise ConfigError("train.seq_len", f"{seq_len} is longer than the training split ({self.sizes[0]} tokens)",
+                                  "use a shorter seq_len")
+            self.probs = np.ones(1)
+        elif probs is None:
+            self.probs = shard_probabilities(self.sizes, ["all"] * len(paths), {"all": 1.0}, seq_len)
+        else:
+            self.probs = np.asarray(probs, dtype=np.float64)
+            self.probs[self.sizes <= seq_len + 1] = 0.0  # such a shard holds no whole window
+            if self.probs.size != len(paths) or self.probs.sum() <= 0:
+                raise ConfigError("train.seq_len", f"no shard holds a {seq_len + 1}-token window with positive weight",
+                                  "use a shorter seq_len or check data.weights")
+            self.probs = self.probs / self.probs.sum()
+        self._maps: dict[int, np.memmap] = {}
+
+    def _tokens(self, k: int) -> np.memmap:
+        if k not in self._maps:  # opened lazily and cached: thousands of shards stay cheap
+            self._maps[k] = np.memmap(self.paths[k], dtype=self.dtype, mode="r")
+        return self._maps[k]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_maps": {}}  # never pickle memmaps (they would be copied as arrays)
+
+    def with_slot(self, slot: int) -> "RandomWindowBatches":
+        view = copy.copy(self)
+        view.slot = slot
+        return view
+
+    def batch(self, step: int) -> torch.Tensor:
+        rng = np.random.default_rng([self.seed, step, self.slot])
+        if len(self.paths) == 1:  # the original single-file draw, kept bit-for-bit
+            shards = np.zeros(self.batch_size, dtype=np.int64)
+            starts = rng.integers(0, self.sizes[0] - self.seq_len - 1, size=self.batch_size)
+        else:
+            shards = rng.choice(len(self.paths), size=self.batch_size, p=self.probs)
+            starts = rng.integers(0, self.sizes[shards] - self.seq_len - 1)
+        rows = np.stack([self._tokens(k)[s : s + self.seq_len + 1] for k, s in zip(shards, starts)]).astype(np.int64)
+        return torch.from_numpy(rows)  # (B, T+1)
+
+
+class GlobalBatchOrder(IterableDataset):
+    """This rank's micro-batches: micro-step m is slot (m % A) * W + r of optimizer step m // A.
+
+    `start_step` is the first micro-step to yield (set from the checkpoint on resume).
+    """
+
+    def __init__(self, windows: RandomWindowBatches, rank: int, world: int, grad_accum: int, start_step: int = 0):
+        self.rank, self.world, self.grad_accum, self.start_step = rank, world, grad_accum, start_step
+        self.slots = [windows.with_slot(a * world + rank) for a in range(grad_accum)]  # the slots this rank owns
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        m = self.start_step
+        while True:
+            step, a = divmod(m, self.grad_accum)
+            yield self.slots[a].batch(step)  # (B, T+1)
+            m += 1
+
+
+class ValidationWindows(Dataset):
+    """Non-overlapping (T+1)-token windows over the held-out split; rank r takes windows r, r+W, ...
+
+    Every rank gets the same number of items, ceil(n_windows / W): ranks short of a window get a
+    padding item with weight 0 that adds nothing to the sums. Unequal counts would leave one rank
+    in an extra forward (an FSDP all-gather) while the others wait in the final reduce: a hang.
+    Items are (window (T+1,), weight) pairs.
+    """
+
+    def __init__(self, path: Path, dtype: np.dtype, seq_len: int, rank: int = 0, world_size: int = 1):
+        self.tokens = np.memmap(path, dtype=dtype, mode="r")
+        self.seq_len = seq_len
+        n_windows = (self.tokens.size - 1) // seq_len
+        if n_windows == 0:
+            raise ConfigError("data.val_fraction", "the validation split is shorter than one window", "raise val_fraction")
+        self.indices = list(range(rank, n_windows, world_size))  # the real windows of this rank
+        self.length = -(-n_windows // world_size)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        real = i < len(self.indices)
+        s = (self.indices[i] if real else 0) * self.seq_len
+        window = torch.from_numpy(self.tokens[s : s + self.seq_len + 1].astype(np.int64))
+        return window, torch.tensor(1.0 if real else 0.0)
+
+
+class TokenDataModule(L.LightningDataModule):
+    """Training order GlobalBatchOrder (world-size invariant, resumable), validation windows."""
+
+    def __init__(self, prepared: PreparedData, seq_len: int, batch_size: int, seed: int,
+                 val_batch_size: int | None = None, grad_accum: int = 1):
+        super().__init__()
+        self.prepared = prepared
+        self.seq_len, self.batch_size, self.seed, self.grad_accum = seq_len, batch_size, seed, grad_accum
+        self.val_batch_size = val_batch_size or batch_size
+        self.train_set: GlobalBatchOrder | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        rank = self.trainer.global_rank if self.trainer else 0
+        world = self.trainer.world_size if self.trainer else 1
+        shards = self.prepared.train_shards
+        probs = shard_probabilities([s.tokens for s in shards], [s.stream for s in shards],
+                                    self.prepared.stream_weights, self.seq_len) if len(shards) > 1 else None
+        windows = RandomWindowBatches([s.path for s in shards], self.prepared.dtype, self.seq_len, self.batch_size,
+                                      self.seed, probs=probs)
+        self.train_set = GlobalBatchOrder(windows, rank, world, self.grad_accum)
+        self.val_set = ValidationWindows(self.prepared.val_path, self.prepared.dtype, self.seq_len, rank, world)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=None, num_workers=0)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=self.val_batch_size, shuffle=False, num_workers=0)

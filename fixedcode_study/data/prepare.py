@@ -1,0 +1,262 @@
+"""Corpus -> tokenizer -> token memmaps, cached by content, and the batches Lightning trains on.
+
+Preparation (once per (corpus, tokenizer settings)):
+  1. split documents into train / held-out validation *by document* (seeded, by characters),
+  2. train a byte-level BPE tokenizer on the training documents with HF `tokenizers`,
+  3. tokenize each document, append end-of-text, write `train.bin` / `val.bin` as flat memmaps
+     (uint16 when V <= 65,536, else uint32),
+  4. write `meta.json` (counts, bytes, unigram perplexity of the validation split),
+     `token_bytes.npy` (UTF-8 bytes per token, for bits-per-byte) and `val_docs.jsonl`.
+Everything is built in a temporary directory and renamed into place, so concurrent jobs never
+see (or corrupt) a half-written cache; the loser of a race simply discards its copy.
+
+Large sources (`hf`, `mixture`) are pre-tokenized into shards instead (shards.py), in the
+same cache; `source: pretokenized` trains from a directory the pretokenize command wrote. Both
+give a PreparedData with several train shards (`train_shards`) and one merged `val.bin`.
+
+The tokenizer is a byte-level BPE trained here (`data.tokenizer: bpe`, the default) or any
+Hugging Face tokenizer (tokenizer.py).
+
+The batches trained on are built from these files in batches.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..record.atomic import atomic_dir
+from .corpus import IN_MEMORY_SOURCES, Document, load_documents
+from .tokenizer import EOT, is_pretrained, load_pretrained, storage_dtype, tokenizer_sha256
+from .tokenizer import token_byte_lengths as token_byte_lengths  # re-exported: bytes per token id
+from .tokenizer import train_bpe as _train_bpe
+
+PREP_VERSION = 1  # bump when the preparation logic changes, so stale caches are not reused
+
+
+@dataclass(frozen=True)
+class TrainShard:
+    path: Path
+    tokens: int
+    stream: str  # mixture entry it came from; sampling weights are per stream
+
+
+@dataclass
+class PreparedData:
+    """A ready-to-train cache directory and what is known about it."""
+
+    root: Path
+    meta: dict[str, Any]
+
+    @property
+    def sharded(self) -> bool:
+        return "shards" in self.meta
+
+    @property
+    def train_path(self) -> Path:
+        """The single train memmap of an in-memory preparation (sharded data: see train_shards)."""
+        if self.sharded:
+            raise ValueError(f"{self.root} is sharded; use PreparedData.train_shards")
+        return self.root / "train.bin"
+
+    @property
+    def train_shards(self) -> list[TrainShard]:
+        if not self.sharded:
+            return [TrainShard(self.root / "train.bin", int(self.meta["train_tokens"]), self.meta.get("source", "train"))]
+        return [TrainShard(self.root / s["path"], int(s["tokens"]), s["stream"]) for s in self.meta["shards"]]
+
+    @property
+    def stream_weights(self) -> dict[str, float]:
+        """Sampling weight of each stream (normalised by the sampler); one stream: {name: 1}."""
+        weights = self.meta.get("stream_weights")
+        return dict(weights) if weights else {s.stream: 1.0 for s in self.train_shards}
+
+    @property
+    def val_path(self) -> Path:
+        return self.root / "val.bin"
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.root / "tokenizer.json"
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.meta["dtype"])
+
+    def tokens(self, split: str) -> np.memmap:
+        return np.memmap(self.root / f"{split}.bin", dtype=self.dtype, mode="r")
+
+    def token_bytes(self) -> np.ndarray:
+        return np.load(self.root / "token_bytes.npy")
+
+
+def _split_by_document(docs: list[Document], val_fraction: float, seed: int) -> tuple[list[Document], list[Document]]:
+    """Seeded shuffle of documents; take whole documents for validation until val_fraction of bytes."""
+    order = np.random.default_rng(seed).permutation(len(docs))
+    total = sum(len(d.text) for d in docs)
+    val, val_bytes = [], 0
+    for i in order:
+        if val_bytes >= val_fraction * total:
+            break
+        val.append(docs[i])
+        val_bytes += len(docs[i].text)
+    val_names = {d.name for d in val}
+    train = [d for d in docs if d.name not in val_names]
+    if not train or not val:
+        raise ConfigError(
+            "data.val_fraction", f"{val_fraction} leaves an empty split for {len(docs)} documents",
+            "use more documents or a val_fraction between 0 and 1",
+        )
+    return train, sorted(val, key=lambda d: d.name)
+
+
+def train_bpe(texts: list[str], vocab_size: int):
+    """Byte-level BPE (GPT-2 style) with one special token, id 0 = end-of-text."""
+    return _train_bpe(texts, vocab_size, length=len(texts))
+
+
+def _unigram_ppl(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
+    """Perplexity of an add-one unigram model fit on train, scored on every validation token."""
+    counts = np.bincount(train, minlength=vocab_size).astype(np.float64) + 1.0
+    logp = np.log(counts / counts.sum())
+    return float(math.exp(-logp[val].mean()))
+
+
+def _cache_key(docs: list[Document], settings: Mapping[str, Any]) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({**settings, "prep_version": PREP_VERSION}, sort_keys=True).encode())
+    for d in docs:
+        h.update(d.name.encode() + b"\0" + d.text.encode("utf-8") + b"\0")
+    return h.hexdigest()[:20]
+
+
+def _write_tokens(path: Path, ids: list[list[int]], eot: int, dtype: np.dtype) -> np.ndarray:
+    flat = np.fromiter((t for doc in ids for t in (*doc, eot)), dtype=dtype, count=sum(len(d) + 1 for d in ids))
+    mm = np.memmap(path, dtype=dtype, mode="w+", shape=flat.shape)
+    mm[:] = flat
+    mm.flush()
+    return flat
+
+
+def load_pretokenized(root: str | os.PathLike, vocab_size: int | None = None,
+                      weights: Mapping[str, float] | None = None, field: str = "data.dir") -> PreparedData:
+    """A directory written by the pretokenize command, checked to be complete and to fit the model."""
+    root = Path(os.path.expanduser(str(root)))
+    manifest = root / "manifest.json"
+    if not manifest.exists():
+        state = "is incomplete (no manifest.json yet)" if (root / "plan.json").exists() else "is not a pre-tokenized directory"
+        raise ConfigError(field, f"{root} {state}",
+                          "run `python -m fixedcode_study.pretokenize ... --out DIR` (it resumes, keeping finished shards)")
+    meta = json.loads(manifest.read_text())
+    missing = [s["path"] for s in meta["shards"] if not (root / s["path"]).exists()]
+    if missing:
+        raise ConfigError(field, f"{root} lacks {len(missing)} shard(s), e.g. {missing[0]}",
+                          "rerun the pretokenize command on it to redo them")
+    if vocab_size is not None:
+        if meta["tokenizer_vocab_size"] > int(vocab_size):
+            raise ConfigError("model.vocab_size", f"{vocab_size} is smaller than the tokenizer of {root} "
+                              f"({meta['tokenizer_vocab_size']} tokens)", f"use a model with vocab_size >= {meta['tokenizer_vocab_size']}")
+        meta["vocab_size"] = int(vocab_size)
+    if weights:
+        unknown = set(weights) - set(meta["stream_weights"])
+        if unknown:
+            raise ConfigError("data.weights", f"unknown stream(s) {sorted(unknown)}", f"use {sorted(meta['stream_weights'])}")
+        meta["stream_weights"] = {**meta["stream_weights"], **{k: float(v) for k, v in weights.items()}}
+    return PreparedData(root, meta)
+
+
+def _prepare_sharded(cfg: Mapping[str, Any], progress: bool) -> PreparedData:
+    """hf / mixture sources: pre-tokenize into the cache (resuming if interrupted), then load."""
+    from .shards import default_out_dir, pretokenize
+
+    out = default_out_dir(cfg)
+    if not (out / "manifest.json").exists():
+        pretokenize(cfg, out, workers=int(cfg.get("workers") or 0), progress=progress)
+    weights = {name: entry.get("weight", 1.0) for name, entry in (cfg.get("mixture") or {}).items()}
+    return load_pretokenized(out, cfg.get("vocab_size"), weights or None, field="data")
+
+
+def _load_tokenizer(cfg: Mapping[str, Any], train_docs: list[Document], vocab_size: int):
+    """(tokenizer, end-of-text id): BPE trained on the train documents, or a pretrained one."""
+    if is_pretrained(cfg.get("tokenizer")):
+        loaded = load_pretrained(str(cfg["tokenizer"]), cfg.get("tokenizer_revision"), cfg.get("eot_token"))
+        if loaded.vocab_size > vocab_size:
+            raise ConfigError("data.vocab_size", f"{vocab_size} is smaller than the tokenizer ({loaded.vocab_size} tokens)",
+                              f"use a model with vocab_size >= {loaded.vocab_size}")
+        return loaded.tokenizer, loaded.eot_id
+    tok = train_bpe([d.text for d in train_docs], vocab_size)
+    return tok, tok.token_to_id(EOT)
+
+
+def prepare(cfg: Mapping[str, Any], progress: bool = True) -> PreparedData:
+    """Return the cached preparation for this data config, building it if absent."""
+    source = cfg["source"]
+    if source == "pretokenized":
+        if not cfg.get("dir"):
+            raise ConfigError("data.dir", "data.source=pretokenized needs the directory", "set data.dir=DIR written by the pretokenize command")
+        return load_pretokenized(cfg["dir"], cfg.get("vocab_size"), cfg.get("weights"))
+    if source not in IN_MEMORY_SOURCES:
+        return _prepare_sharded(cfg, progress)
+    vocab_size = int(cfg["vocab_size"])
+    pretrained = is_pretrained(cfg.get("tokenizer"))
+    if vocab_size < 257 and not pretrained:
+        raise ConfigError("data.vocab_size", f"{vocab_size} is below the 256 byte tokens + end-of-text", "use >= 257")
+    docs = load_documents(source, cfg.get("paths") or (), cfg.get("doc_separator"), cfg.get("text_field") or "text")
+    settings = {
+        "source": source, "vocab_size": vocab_size, "val_fraction": float(cfg["val_fraction"]),
+        "split_seed": int(cfg["split_seed"]), "tokenizer": "bytelevel_bpe",
+    }
+    if pretrained:  # keyed by the tokenizer's content, so a changed tokenizer never reuses old tokens
+        settings["tokenizer"] = {"pretrained": str(cfg["tokenizer"]), "sha256": tokenizer_sha256(
+            load_pretrained(str(cfg["tokenizer"]), cfg.get("tokenizer_revision"), cfg.get("eot_token")).tokenizer)}
+    key = _cache_key(docs, settings)
+    cache_root = Path(os.path.expanduser(str(cfg["cache_dir"])))
+    final = cache_root / f"{source}-{key}"
+    if (final / "meta.json").exists():
+        return PreparedData(final, json.loads((final / "meta.json").read_text()))
+
+    t0 = time.time()
+    say = print if progress else (lambda *a, **k: None)
+    # Built in a temporary folder and renamed into place: readers see the whole cache or none of
+    # it, and when two jobs race the loser discards its copy (keep_existing).
+    with atomic_dir(final, keep_existing=True) as tmp:
+        say(f"[data] preparing {source} ({len(docs)} documents) -> {final}")
+        train_docs, val_docs = _split_by_document(docs, settings["val_fraction"], settings["split_seed"])
+        tok, eot = _load_tokenizer(cfg, train_docs, vocab_size)
+        say(f"[data] tokenizer ready: {tok.get_vocab_size()} tokens ({time.time() - t0:.1f}s)")
+        dtype = storage_dtype(vocab_size)
+        enc = lambda ds: [e.ids for e in tok.encode_batch([d.text for d in ds], add_special_tokens=False)]  # noqa: E731
+        train = _write_tokens(tmp / "train.bin", enc(train_docs), eot, dtype)
+        val = _write_tokens(tmp / "val.bin", enc(val_docs), eot, dtype)
+        tok.save(str(tmp / "tokenizer.json"))
+        tbytes = token_byte_lengths(tok, vocab_size)
+        np.save(tmp / "token_bytes.npy", tbytes)
+        with open(tmp / "val_docs.jsonl", "w", encoding="utf-8") as fh:
+            for d in val_docs:
+                fh.write(json.dumps({"name": d.name, "text": d.text}) + "\n")
+        meta = {
+            **settings,
+            "cache_key": key,
+            "tokenizer_vocab_size": tok.get_vocab_size(),
+            "eot_id": eot,
+            "dtype": dtype.name,
+            "documents": {"train": len(train_docs), "val": len(val_docs)},
+            "train_tokens": int(train.size),
+            "val_tokens": int(val.size),
+            "train_bytes": sum(len(d.text.encode()) for d in train_docs),
+            "val_bytes": sum(len(d.text.encode()) for d in val_docs),
+            "unigram_val_ppl": _unigram_ppl(train, val, vocab_size),
+            "seconds": round(time.time() - t0, 2),
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    say(f"[data] {meta['train_tokens']:,} train / {meta['val_tokens']:,} val tokens ({meta['seconds']}s)")
+    return PreparedData(final, json.loads((final / "meta.json").read_text()))

@@ -1,0 +1,396 @@
+"""Pre-tokenize a data source into memmap shards with several worker processes, restartably.
+
+The command line is `python -m fixedcode_study.pretokenize` (fixedcode_study/pretokenize.py):
+
+    python -m fixedcode_study.pretokenize data=text_files 'data.paths=[../shared/data/corpus/gutenberg/*.txt]' \
+        data.vocab_size=8192 --workers 2 --out /data/gutenberg-bpe8k
+    python -m fixedcode_study.pretokenize data=paper_mix --workers 32      # into the data cache
+    python -m fixedcode_study.run data=pretokenized data.dir=/data/gutenberg-bpe8k ...
+
+Any data config works (the same conf/data group training uses; the arguments are Hydra
+overrides). The output directory holds:
+  plan.json                  settings + the pieces of input (corpus.plan_pieces), fixed at the start
+  tokenizer.json             the tokenizer every shard was made with (trained BPE or a HF one)
+  shards/NNNNN.train.bin     tokens of piece N's training documents, each followed by end-of-text
+  shards/NNNNN.val.bin       the same for its held-out documents (chosen by a hash of the
+                             document name, so the split does not depend on pieces or workers)
+  shards/NNNNN.counts.npy    token counts of the train shard (for the unigram baseline)
+  shards/NNNNN.json          done marker, written last; a piece is finished iff its marker exists,
+                             names the current tokenizer hash and the shard sizes match
+  val.bin, token_bytes.npy   merged validation split (up to max_val_tokens) and bytes per token ID
+  manifest.json              shard list, token counts, tokenizer hash: written atomically, last.
+Every file is written under a temporary name and renamed, so a killed run leaves only finished
+shards under their final names; rerunning skips them and redoes the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing as mp
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..record import atomic
+from .corpus import Stream, piece_documents, plan_pieces, streams_from_config
+from .tokenizer import (
+    EOT,
+    LoadedTokenizer,
+    is_pretrained,
+    load_pretrained,
+    storage_dtype,
+    token_byte_lengths,
+    tokenizer_sha256,
+    train_bpe,
+)
+
+PRETOK_VERSION = 1  # bump when shard contents would change for the same settings
+MANIFEST, PLAN, TOKENIZER = "manifest.json", "plan.json", "tokenizer.json"
+DEFAULTS = {"shard_mb": 64, "tokenizer_train_mb": 256, "max_val_tokens": None, "val_fraction": 0.03,
+            "split_seed": 0, "tokenizer": "bpe", "tokenizer_revision": None, "eot_token": None}
+_ENCODE_BATCH_BYTES = 4 << 20  # documents are encoded in batches of about this much text
+
+
+def _opt(cfg: Mapping[str, Any], key: str) -> Any:
+    value = cfg.get(key)
+    return DEFAULTS[key] if value is None else value
+
+
+def is_validation(name: str, seed: int, fraction: float) -> bool:
+    """Held-out iff a seeded hash of the document name falls below `fraction` of the hash range."""
+    h = hashlib.blake2b(f"{seed}\0{name}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(h, "big") < fraction * 2.0**64
+
+
+def settings_for(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything that decides the shards' contents (sampling weights do not: they apply at training)."""
+    streams = streams_from_config(cfg)
+    tokenizer = str(_opt(cfg, "tokenizer"))
+    val_fraction = float(_opt(cfg, "val_fraction"))
+    if not 0.0 < val_fraction < 1.0:
+        raise ConfigError("data.val_fraction", f"{val_fraction} is not between 0 and 1", "use e.g. 0.01")
+    settings = {
+        "prep_version": PRETOK_VERSION, "source": cfg["source"],
+        "streams": [{"name": s.name, "kind": s.kind, "options": s.options} for s in streams],
+        "tokenizer": tokenizer, "val_fraction": val_fraction, "split_seed": int(_opt(cfg, "split_seed")),
+        "shard_mb": float(_opt(cfg, "shard_mb")), "max_val_tokens": cfg.get("max_val_tokens"),
+    }
+    if is_pretrained(tokenizer):
+        settings.update(tokenizer_revision=cfg.get("tokenizer_revision"), eot_token=cfg.get("eot_token"))
+    else:  # a trained BPE depends on its size and training sample
+        settings.update(vocab_size=int(cfg["vocab_size"]), tokenizer_train_mb=float(_opt(cfg, "tokenizer_train_mb")))
+    return settings
+
+
+def settings_key(settings: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def default_out_dir(cfg: Mapping[str, Any]) -> Path:
+    root = Path(os.path.expanduser(str(cfg.get("cache_dir") or "~/.cache/fixedcode_study")))
+    return root / f"{cfg.get('name') or cfg['source']}-pretok-{settings_key(settings_for(cfg))}"
+
+
+def _fingerprint(pieces: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pieces plus size and mtime of every input file, so changed inputs are noticed on restart."""
+    out = []
+    for p in pieces:
+        files = sorted({item["file"] for item in p.get("items", [])})
+        out.append({**p, "inputs": [[f, os.path.getsize(f), os.stat(f).st_mtime_ns] for f in files]} if files else p)
+    return out
+
+
+# -- tokenizer ----------------------------------------------------------------------------------
+def _bpe_sample(streams: list[Stream], pieces: list[dict[str, Any]], settings: Mapping[str, Any]) -> Iterable[str]:
+    """Training documents for the BPE: the first ones of each stream, up to its weight's share of the budget."""
+    budget = settings["tokenizer_train_mb"] * 1e6
+    total_weight = sum(s.weight for s in streams)
+    for stream in streams:
+        left = budget * stream.weight / total_weight
+        for piece in (p for p in pieces if p["stream"] == stream.name):
+            for doc in piece_documents(piece):
+                if left <= 0:
+                    break
+                if not is_validation(doc.name, settings["split_seed"], settings["val_fraction"]):
+                    left -= len(doc.text)
+                    yield doc.text
+            if left <= 0:
+                break
+
+
+def _ensure_tokenizer(out: Path, cfg: Mapping[str, Any], streams: list[Stream], pieces: list[dict[str, Any]],
+                      settings: Mapping[str, Any], say) -> LoadedTokenizer:
+    from tokenizers import Tokenizer
+
+    path = out / TOKENIZER
+    if is_pretrained(settings["tokenizer"]):
+        loaded = load_pretrained(settings["tokenizer"], settings.get("tokenizer_revision"), settings.get("eot_token"))
+        if not path.exists() or tokenizer_sha256(Tokenizer.from_file(str(path))) != loaded.sha256:
+            atomic.write_text(path, loaded.tokenizer.to_str())
+    elif not path.exists():  # trained once per output directory; a restart reuses it
+        t0 = time.time()
+        tok = train_bpe(_bpe_sample(streams, pieces, settings), settings["vocab_size"])
+        atomic.write_text(path, tok.to_str())
+        say(f"[pretokenize] trained BPE, {tok.get_vocab_size()} tokens ({time.time() - t0:.1f}s)")
+    tok = Tokenizer.from_file(str(path))  # the saved file is the source of truth for the hash
+    eot = tok.token_to_id(EOT) if not is_pretrained(settings["tokenizer"]) else loaded.eot_id
+    return LoadedTokenizer(tok, int(eot), settings["tokenizer"])
+
+
+# -- one piece, in a worker process ---------------------------------------------------------------
+def _init_worker() -> None:
+    # Parallelism comes from worker processes; tokenizers' own thread pool would oversubscribe the cores.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    os.environ["RAYON_NUM_THREADS"] = "1"
+
+
+def _shard_paths(out: Path, index: int) -> dict[str, Path]:
+    stem = out / "shards" / f"{index:05d}"
+    return {"train": Path(f"{stem}.train.bin"), "val": Path(f"{stem}.val.bin"),
+            "counts": Path(f"{stem}.counts.npy"), "marker": Path(f"{stem}.json")}
+
+
+def _encode(tok, texts: list[str], eot: int, dtype: np.dtype) -> np.ndarray:
+    """Token IDs of the texts, each followed by end-of-text, as one flat array."""
+    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+    encodings = encode(texts, add_special_tokens=False)
+    count = sum(len(e.ids) + 1 for e in encodings)
+    return np.fromiter(itertools.chain.from_iterable((*e.ids, eot) for e in encodings), dtype=dtype, count=count)
+
+
+def _tokenize_piece(job: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return _tokenize_piece_unsafe(job)
+    except ConfigError as err:  # ConfigError does not survive pickling; send its parts back instead
+        return {"config_error": [err.field, str(err)]}
+
+
+def _tokenize_piece_unsafe(job: Mapping[str, Any]) -> dict[str, Any]:
+    from tokenizers import Tokenizer
+
+    t0, cpu0 = time.time(), time.process_time()
+    out, index = Path(job["out"]), int(job["index"])
+    paths = _shard_paths(out, index)
+    tok = Tokenizer.from_file(job["tokenizer"])
+    dtype, eot = np.dtype(job["dtype"]), int(job["eot_id"])
+    counts = np.zeros(int(job["count_size"]), dtype=np.int64)
+    stats = {split: {"tokens": 0, "documents": 0, "bytes": 0} for split in ("train", "val")}
+    tmp = {k: p.with_name(f".{p.name}.tmp-{os.getpid()}") for k, p in paths.items()}
+    files = {"train": open(tmp["train"], "wb"), "val": open(tmp["val"], "wb")}
+    try:
+        batch: dict[str, list[str]] = {"train": [], "val": []}
+        batch_bytes = 0
+
+        def flush() -> None:
+            for split, texts in batch.items():
+                if texts:
+                    ids = _encode(tok, texts, eot, dtype)
+                    ids.tofile(files[split])
+                    if split == "train":
+                        counts[:] += np.bincount(ids, minlength=counts.size)[: counts.size]
+                    stats[split]["tokens"] += int(ids.size)
+                    stats[split]["documents"] += len(texts)
+                    stats[split]["bytes"] += sum(len(t.encode("utf-8")) for t in texts)
+                    texts.clear()
+
+        for doc in piece_documents(job["piece"]):
+            batch["val" if is_validation(doc.name, job["split_seed"], job["val_fraction"]) else "train"].append(doc.text)
+            batch_bytes += len(doc.text)
+            if batch_bytes >= _ENCODE_BATCH_BYTES:
+                flush()
+                batch_bytes = 0
+        flush()
+    finally:
+        for fh in files.values():
+            fh.close()
+    with open(tmp["counts"], "wb") as fh:
+        np.save(fh, counts)
+    for key in ("train", "val", "counts"):
+        atomic.place(tmp[key], paths[key])
+    marker = {
+        "index": index, "stream": job["piece"]["stream"], "tokenizer_sha256": job["tokenizer_sha256"],
+        "train": {"path": f"shards/{paths['train'].name}", **stats["train"]},
+        "val": {"path": f"shards/{paths['val'].name}", **stats["val"]},
+        "counts": f"shards/{paths['counts'].name}", "seconds": round(time.time() - t0, 3),
+        "cpu_seconds": round(time.process_time() - cpu0, 3),  # this process's CPU time (all its threads)
+    }
+    atomic.write_text(paths["marker"], json.dumps(marker, indent=1))  # last: the piece is now finished
+    return marker
+
+
+def _finished(out: Path, index: int, tokenizer_sha: str, itemsize: int) -> dict[str, Any] | None:
+    paths = _shard_paths(out, index)
+    try:
+        marker = json.loads(paths["marker"].read_text())
+    except (OSError, ValueError):
+        return None
+    ok = (marker.get("tokenizer_sha256") == tokenizer_sha and paths["counts"].exists()
+          and all(paths[s].exists() and paths[s].stat().st_size == marker[s]["tokens"] * itemsize for s in ("train", "val")))
+    return marker if ok else None
+
+
+def _raise_worker_error(field: str, message: str) -> None:
+    problem, _, fix = message[len(field) + 2:].rpartition("; ")
+    raise ConfigError(field, problem, fix)
+
+
+# -- the whole run ------------------------------------------------------------------------------
+def _unigram_ppl(counts: np.ndarray, val: np.ndarray) -> float | None:
+    """Add-one unigram model fit on the train shards, scored on every validation token."""
+    if val.size == 0:
+        return None
+    logp = np.log((counts + 1.0) / (counts.sum() + counts.size))
+    total = sum(float(logp[val[i : i + (1 << 24)]].sum()) for i in range(0, val.size, 1 << 24))
+    return float(math.exp(-total / val.size))
+
+
+def _finalize(out: Path, cfg: Mapping[str, Any], settings: Mapping[str, Any], key: str, streams: list[Stream],
+              markers: list[dict[str, Any]], tok: LoadedTokenizer, dtype: np.dtype, run: dict[str, Any]) -> dict[str, Any]:
+    vocab = tok.vocab_size
+    counts = np.zeros(vocab, dtype=np.int64)
+    for m in markers:
+        counts += np.load(out / m["counts"])
+    # Merged validation split: whole shards' val tokens in piece order, cut at max_val_tokens.
+    cap = settings.get("max_val_tokens")
+    written = 0
+    with atomic.atomic_file(out / "val.bin", "wb") as fh:
+        for m in markers:
+            if cap is not None and written >= cap:
+                break
+            part = np.fromfile(out / m["val"]["path"], dtype=dtype)
+            part = part[: cap - written] if cap is not None else part
+            part.tofile(fh)
+            written += part.size
+    if written == 0:
+        raise ConfigError("data.val_fraction", f"no document of {out} fell in the held-out split",
+                          "raise val_fraction or use more, smaller documents (e.g. data.doc_separator)")
+    val = np.fromfile(out / "val.bin", dtype=dtype)
+    tbytes = token_byte_lengths(tok.tokenizer, vocab)
+    with atomic.atomic_file(out / "token_bytes.npy", "wb") as fh:
+        np.save(fh, tbytes)
+
+    weights = {s.name: s.weight for s in streams}
+    stream_totals = {s.name: {"weight": s.weight, "shards": 0, "train_tokens": 0} for s in streams}
+    for m in markers:
+        stream_totals[m["stream"]]["shards"] += 1
+        stream_totals[m["stream"]]["train_tokens"] += m["train"]["tokens"]
+    total = lambda split, what: sum(m[split][what] for m in markers)  # noqa: E731
+    manifest = {
+        "format": "fixedcode-study pretokenized shards", "prep_version": PRETOK_VERSION,
+        "name": cfg.get("name") or cfg["source"], "source": "pretokenized", "prepared_from": cfg["source"],
+        "cache_key": key, "settings": settings,
+        "tokenizer": {"spec": tok.spec, "sha256": tok.sha256, "vocab_size": vocab, "eot_id": tok.eot_id, "file": TOKENIZER},
+        "vocab_size": int(cfg.get("vocab_size") or vocab), "tokenizer_vocab_size": vocab, "eot_id": tok.eot_id,
+        "dtype": dtype.name, "stream_weights": weights, "streams": stream_totals,
+        "shards": [{"index": m["index"], "stream": m["stream"], "path": m["train"]["path"], "tokens": m["train"]["tokens"],
+                    "val_path": m["val"]["path"], "val_tokens": m["val"]["tokens"]} for m in markers],
+        "documents": {"train": total("train", "documents"), "val": total("val", "documents")},
+        "train_tokens": total("train", "tokens"), "val_tokens": int(val.size),
+        "train_bytes": total("train", "bytes"), "val_bytes": int(tbytes[val].sum(dtype=np.int64)),
+        "unigram_val_ppl": _unigram_ppl(counts, val), "last_run": run,
+    }
+    atomic.write_text(out / MANIFEST, json.dumps(manifest, indent=1))
+    return manifest
+
+
+def pretokenize(cfg: Mapping[str, Any], out_dir: str | os.PathLike | None = None, workers: int | None = None,
+                progress: bool = True) -> dict[str, Any]:
+    """Tokenize every unfinished piece of the configured source into `out_dir`; return the manifest.
+
+    workers=0 tokenizes in this process (with tokenizers' own threads); workers>=1 uses that many
+    spawned processes, one piece at a time each, one thread each.
+    """
+    say = print if progress else (lambda *a, **k: None)
+    t_start = time.time()
+    settings = settings_for(cfg)
+    key = settings_key(settings)
+    out = Path(os.path.expanduser(str(out_dir))) if out_dir else default_out_dir(cfg)
+    streams = streams_from_config(cfg)
+    shard_bytes = max(1, int(settings["shard_mb"] * 1e6))
+    pieces = _fingerprint([p for s in streams for p in plan_pieces(s, shard_bytes)])
+    plan = {"cache_key": key, "settings": settings, "pieces": pieces}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "shards").mkdir(exist_ok=True)
+    if (out / PLAN).exists():
+        old = json.loads((out / PLAN).read_text())
+        if old["cache_key"] != key:
+            raise ConfigError("--out", f"{out} holds a pre-tokenization with other settings (key {old['cache_key']})",
+                              "choose another output directory or delete it")
+        if json.loads(json.dumps(pieces)) != old["pieces"]:
+            raise ConfigError("data.paths", f"the input files changed since {out} was started",
+                              "restore them, or delete the output directory to start over")
+    else:
+        atomic.write_text(out / PLAN, json.dumps(plan, indent=1))
+
+    tok = _ensure_tokenizer(out, cfg, streams, pieces, settings, say)
+    dtype = storage_dtype(tok.vocab_size)
+    if not is_pretrained(settings["tokenizer"]) and tok.vocab_size > settings["vocab_size"]:
+        raise ConfigError("data.vocab_size", f"tokenizer has {tok.vocab_size} tokens", "use a larger vocab_size")
+    markers: list[dict[str, Any] | None] = [_finished(out, i, tok.sha256, dtype.itemsize) for i in range(len(pieces))]
+    todo = [i for i, m in enumerate(markers) if m is None]
+    if todo and (out / MANIFEST).exists():
+        (out / MANIFEST).unlink()  # the directory is incomplete again until this run finishes
+    jobs = [{"index": i, "piece": pieces[i], "out": str(out), "tokenizer": str(out / TOKENIZER), "eot_id": tok.eot_id,
+             "dtype": dtype.name, "tokenizer_sha256": tok.sha256, "count_size": tok.vocab_size,
+             "split_seed": settings["split_seed"], "val_fraction": settings["val_fraction"]} for i in todo]
+    say(f"[pretokenize] {out}: {len(pieces)} shards, {len(pieces) - len(todo)} already done, {len(todo)} to do"
+        f" with {workers if workers else 'in-process'} worker(s)")
+
+    from tqdm.auto import tqdm
+
+    t0 = time.time()
+    done_bytes = done_tokens = 0
+    cpu_seconds = 0.0
+    bar = tqdm(total=len(pieces), initial=len(pieces) - len(todo), unit="shard", disable=not progress, file=sys.stderr,
+               mininterval=1.0)
+
+    def record(result: dict[str, Any]) -> None:
+        nonlocal done_bytes, done_tokens, cpu_seconds
+        if "config_error" in result:
+            _raise_worker_error(*result["config_error"])
+        markers[result["index"]] = result
+        cpu_seconds += result["cpu_seconds"]
+        done_bytes += result["train"]["bytes"] + result["val"]["bytes"]
+        done_tokens += result["train"]["tokens"] + result["val"]["tokens"]
+        dt = max(time.time() - t0, 1e-9)
+        bar.set_postfix_str(f"{done_bytes / dt / 1e6:.1f} MB/s, {done_tokens / dt / 1e6:.2f} Mtok/s")
+        bar.update(1)
+
+    try:
+        if not workers or workers <= 0:
+            for job in jobs:
+                record(_tokenize_piece(job))
+        elif jobs:
+            ctx = mp.get_context("spawn")  # fork after tokenizers has used threads can deadlock
+            with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker) as pool:
+                futures = [pool.submit(_tokenize_piece, job) for job in jobs]
+                try:
+                    for fut in as_completed(futures):
+                        record(fut.result())
+                except BaseException:
+                    for f in futures:
+                        f.cancel()
+                    raise
+    finally:
+        bar.close()
+    seconds = time.time() - t0
+    run = {"workers": workers or 0, "shards_tokenized": len(todo), "seconds": round(seconds, 3),
+           "input_bytes": done_bytes, "tokens": done_tokens,
+           "mb_per_second": round(done_bytes / max(seconds, 1e-9) / 1e6, 3),
+           "tokens_per_second": round(done_tokens / max(seconds, 1e-9), 1), "total_seconds": round(time.time() - t_start, 3),
+           # Per CPU-second of the tokenizing processes: comparable across machines that are busy with other work.
+           "cpu_seconds": round(cpu_seconds, 3), "mb_per_cpu_second": round(done_bytes / max(cpu_seconds, 1e-9) / 1e6, 3)}
+    if not todo and (out / MANIFEST).exists():
+        manifest = json.loads((out / MANIFEST).read_text())
+        if manifest.get("cache_key") == key:
+            return {**manifest, "last_run": run}  # nothing to do: the manifest on disk stays as it was
+    return _finalize(out, cfg, settings, key, streams, markers, tok, dtype, run)  # type: ignore[arg-type]

@@ -1,0 +1,221 @@
+"""Downstream evaluation of a checkpoint through lm-evaluation-harness.
+
+The command line is `python -m fixedcode_study.evaluate checkpoint=PATH eval=builtin|paper`
+(fixedcode_study/evaluate.py). The result is written to <checkpoint>/eval-<name>.json (or
+eval.output): it lives with the weights it describes, and a re-saved checkpoint directory drops
+it along with the old weights.
+
+From Python (training calls this at the end of a job when eval.tasks is non-empty):
+
+    record = evaluate_checkpoint(checkpoint_dir, cfg.eval, prepared_root=prepared.root)
+    record["tasks"]["hellaswag"]["acc_norm"], record["tasks"]["hellaswag"]["acc_norm_stderr"]
+
+The record (SCHEMA.md "eval"): lm_eval_version, tasks {task: {metric: value, metric_stderr: value}}
+for the requested tasks (groups such as mmlu give their aggregate), subtasks (members of groups),
+headline (the metrics the suite reports), n_samples, task_versions, settings, checkpoint,
+weights_sha256, seconds. A stderr lm-eval does not compute (e.g. wikitext perplexities) is null.
+
+lm-eval's request cache (eval.use_cache=true) keys entries by request text only, so the cache file
+is placed under a key made of the checkpoint's weights hash, dtype and context length: a cache is
+never read for different weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ..errors import ConfigError
+from ..record import atomic
+
+DEFAULTS: dict[str, Any] = {
+    "name": "custom", "tasks": [], "metrics": {}, "num_fewshot": 0, "batch_size": 32, "limit": None,
+    "data_dir": None, "prepared_root": None, "device": None, "dtype": "float32", "bootstrap_iters": 1000,
+    "use_cache": False, "cache_dir": "~/.cache/fixedcode_study", "output": None, "builtin": {},
+}
+
+
+def eval_settings(eval_cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
+    cfg = OmegaConf.to_container(eval_cfg, resolve=True) if isinstance(eval_cfg, DictConfig) else dict(eval_cfg)
+    unknown = sorted(set(cfg) - set(DEFAULTS))
+    if unknown:
+        raise ConfigError(f"eval.{unknown[0]}", "is not an evaluation setting", f"use one of {sorted(DEFAULTS)}")
+    settings = {**DEFAULTS, **cfg}
+    if isinstance(settings["tasks"], str):
+        settings["tasks"] = [t for t in settings["tasks"].split(",") if t]
+    if not settings["tasks"]:
+        raise ConfigError("eval.tasks", "no tasks to evaluate", "pick a suite: eval=builtin or eval=paper")
+    for key, low in (("batch_size", 1), ("num_fewshot", 0), ("bootstrap_iters", 0)):
+        if not isinstance(settings[key], int) or settings[key] < low:
+            raise ConfigError(f"eval.{key}", f"{settings[key]!r} is not an integer >= {low}", f"set eval.{key} to one")
+    if settings["limit"] is not None and not (isinstance(settings["limit"], (int, float)) and settings["limit"] > 0):
+        raise ConfigError("eval.limit", f"{settings['limit']!r} is not positive",
+                          "use null (all documents), a count, or a fraction below 1")
+    if settings["dtype"] not in ("float32", "bfloat16", "float16"):
+        raise ConfigError("eval.dtype", f"{settings['dtype']!r} is not supported", "use float32, bfloat16 or float16")
+    return settings
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 24), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def find_prepared_root(checkpoint_dir: Path, ckpt_config: Mapping[str, Any], explicit: str | None,
+                       cache_dir: str | None) -> Path:
+    """The data cache holding the checkpoint's held-out documents (same corpus cache key).
+
+    Looked up in the job's data cache folder (the checkpoint's `data_config`), then the given and
+    default cache folders; rebuilt from `data_config` (deterministic) when no copy is found.
+    """
+    key = (ckpt_config.get("data") or {}).get("cache_key")
+    if explicit:
+        root = Path(explicit).expanduser().resolve()
+        meta = root / "meta.json"
+        if not meta.exists():
+            raise ConfigError("eval.prepared_root", f"{meta} does not exist", "point it at a prepared data cache folder")
+        found = json.loads(meta.read_text()).get("cache_key")
+        if key and found != key:
+            raise ConfigError("eval.prepared_root", f"cache {found} is not the checkpoint's corpus ({key})",
+                              "use the cache the checkpoint was trained on, so held-out documents are held out")
+        return root
+    if not key:
+        raise ConfigError("eval.prepared_root", f"{checkpoint_dir}/config.json records no data cache key",
+                          "pass eval.prepared_root=<data cache folder>")
+    data_cfg = ckpt_config.get("data_config") or {}
+    roots = [data_cfg.get("cache_dir"), cache_dir, os.environ.get("FIXEDCODE_CACHE"),
+             "~/.cache/fixedcode_study"]
+    for root in dict.fromkeys(r for r in roots if r):
+        for candidate in sorted(Path(os.path.expanduser(root)).glob(f"*-{key}")):
+            if (candidate / "meta.json").exists():
+                return candidate.resolve()
+    if data_cfg:  # rebuild the cache from the job's data config (deterministic)
+        from ..data.prepare import prepare
+
+        prepared = prepare(data_cfg)
+        if prepared.meta.get("cache_key") == key:
+            return prepared.root.resolve()
+    raise ConfigError("eval.prepared_root", f"no data cache with key {key} was found",
+                      "pass eval.prepared_root=<the data cache folder the checkpoint was trained on>")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) if math.isfinite(value) else None
+    return None  # lm-eval writes "N/A" where it computes no stderr
+
+
+def task_metrics(entry: Mapping[str, Any]) -> dict[str, float | None]:
+    """{"acc,none": .., "acc_stderr,none": ..} -> {"acc": .., "acc_stderr": ..} (other filters keep a suffix)."""
+    out = {}
+    for key, value in entry.items():
+        if "," not in key:
+            continue  # alias, name, sample_len, ...
+        metric, filt = key.split(",", 1)
+        out[metric if filt == "none" else f"{metric},{filt}"] = _number(value)
+    return out
+
+
+def build_record(results: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    requested = list(settings["tasks"])
+    per_task = {name: task_metrics(entry) for name, entry in results["results"].items()}
+    missing = [t for t in requested if t not in per_task]
+    if missing:
+        raise RuntimeError(f"lm-eval returned no results for {missing}")
+    headline = {task: {m: per_task[task].get(m) for m in metrics}
+                for task, metrics in (settings.get("metrics") or {}).items() if task in per_task}
+    return {
+        "lm_eval_version": results.get("lm_eval_version"),
+        "suite": settings["name"],
+        "tasks": {t: per_task[t] for t in requested},
+        "subtasks": {t: m for t, m in per_task.items() if t not in requested},
+        "headline": headline,
+        "n_samples": {t: e.get("sample_len") for t, e in results["results"].items()},
+        "task_versions": dict(results.get("versions", {})),
+        "settings": {k: settings[k] for k in ("num_fewshot", "batch_size", "limit", "data_dir", "prepared_root",
+                                              "dtype", "bootstrap_iters", "use_cache")},
+    }
+
+
+def evaluate_checkpoint(checkpoint_dir: str | os.PathLike, eval_cfg: Mapping[str, Any] | DictConfig,
+                        prepared_root: str | os.PathLike | None = None, write: bool = True) -> dict[str, Any]:
+    """Run the eval config's tasks on a checkpoint; returns the record and (write=True) saves it as JSON."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from ..record.checkpoint import weights_file
+    from .lm import FixedCodeLM
+    from .tasks import BUILTIN_TASKS, write_tasks
+
+    t0 = time.time()
+    settings = eval_settings(eval_cfg)
+    checkpoint_dir = Path(checkpoint_dir).expanduser().resolve()
+    lm = FixedCodeLM(checkpoint=checkpoint_dir, batch_size=settings["batch_size"], device=settings["device"],
+                     dtype=settings["dtype"])
+    weights_sha = file_sha256(weights_file(checkpoint_dir))
+    if settings["data_dir"]:
+        settings["data_dir"] = str(Path(settings["data_dir"]).expanduser().resolve())
+    if any(t in BUILTIN_TASKS for t in settings["tasks"]):
+        root = prepared_root or find_prepared_root(checkpoint_dir, lm.checkpoint_config, settings["prepared_root"],
+                                                   settings["cache_dir"])
+        settings["prepared_root"] = str(Path(root).resolve())
+
+    use_cache = None
+    if settings["use_cache"]:
+        key = hashlib.sha256(f"{weights_sha}|{settings['dtype']}|{lm.max_length}".encode()).hexdigest()[:20]
+        cache = Path(os.path.expanduser(settings["cache_dir"])) / "lm_eval_requests" / key
+        cache.mkdir(parents=True, exist_ok=True)
+        use_cache = str(cache / "responses")
+
+    with tempfile.TemporaryDirectory(prefix="fixedcode-eval-tasks-") as task_dir:
+        folder = write_tasks(settings["tasks"], task_dir, data_dir=settings["data_dir"],
+                             prepared_root=settings["prepared_root"], builtin_settings=settings["builtin"])
+        manager = TaskManager(include_path=str(folder.include_path), include_defaults=folder.needs_official_index)
+        unknown = [t for t in settings["tasks"] if t not in manager.all_tasks]
+        if unknown:
+            raise ConfigError("eval.tasks", f"{unknown[0]} is not an lm-eval task",
+                              "use an lm-eval task name (lm_eval ls tasks) or a built-in task")
+        results = lm_eval.simple_evaluate(
+            model=lm, tasks=list(settings["tasks"]), task_manager=manager, num_fewshot=settings["num_fewshot"],
+            limit=settings["limit"], bootstrap_iters=int(settings["bootstrap_iters"]), use_cache=use_cache,
+            log_samples=False,
+        )
+    record = build_record(results, settings)
+    record.update(checkpoint=str(checkpoint_dir), weights_sha256=weights_sha, device=str(lm.device),
+                  seconds=round(time.time() - t0, 2), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    if write:
+        output = Path(settings["output"] or checkpoint_dir / f"eval-{settings['name']}.json")
+        atomic.write_json(output, record)
+        record["output"] = str(output)
+    return record
+
+
+def wandb_metrics(record: Mapping[str, Any], prefix: str = "eval") -> dict[str, float]:
+    """Flat {"eval/<task>/<metric>": value} for W&B (requested tasks, stderrs included, nulls dropped)."""
+    return {f"{prefix}/{task}/{metric}": value for task, metrics in record["tasks"].items()
+            for metric, value in metrics.items() if value is not None}
+
+
+def compose_eval_config(overrides: list[str]) -> DictConfig:
+    """The `eval` group of the project config with these overrides (works whether or not the main
+    config lists `eval` in its defaults)."""
+    from ..config import compose
+
+    has_default = "eval" in compose([])
+    if not has_default:
+        overrides = [f"+{o}" if o.startswith("eval=") else o for o in overrides]
+        if not any(o.startswith("+eval=") for o in overrides):
+            raise ConfigError("eval", "no suite chosen", "add eval=builtin or eval=paper")
+    return compose(overrides).eval

@@ -1,0 +1,62 @@
+"""Task definitions for evaluation: official lm-eval tasks on local mirrors, and built-in tasks.
+
+`write_tasks` turns a list of task names into a folder of generated lm-eval task YAMLs (for
+`TaskManager(include_path=...)` or `lm_eval --include_path`):
+  * a built-in task name (builtin.BUILTIN_TASKS) -> a task over files derived from the data cache;
+  * an official name with a mirror folder (eval.data_dir) -> the official task reading the mirror;
+  * an official name without a mirror -> nothing written; lm-eval's own definition is used
+    (which downloads from the Hugging Face Hub; `needs_official_index` tells the caller).
+YAMLs are generated at run time because they hold absolute paths (see mirror.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...errors import ConfigError
+from .builtin import BUILTIN_TASKS, write_builtin_task
+from .mirror import MIRROR_TASKS, write_mirror_task
+
+__all__ = ["BUILTIN_TASKS", "MIRROR_TASKS", "TaskFolder", "write_tasks"]
+
+
+@dataclass
+class TaskFolder:
+    include_path: Path
+    tasks: list[str]
+    needs_official_index: bool  # some task is lm-eval's own (read from the Hub)
+    files: list[Path]
+
+
+def write_tasks(
+    tasks: Sequence[str],
+    out_dir: str | Path,
+    data_dir: str | Path | None = None,
+    prepared_root: str | Path | None = None,
+    builtin_settings: Mapping[str, Any] | None = None,
+) -> TaskFolder:
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = Path(data_dir).expanduser().resolve() if data_dir else None
+    if data_dir is not None and not data_dir.is_dir():
+        raise ConfigError("eval.data_dir", f"{data_dir} is not a directory",
+                          "point it at a mirror folder (one sub-folder per task) or set it to null")
+    files: list[Path] = []
+    official = False
+    for task in tasks:
+        if task in BUILTIN_TASKS:
+            if prepared_root is None:
+                raise ConfigError("eval.prepared_root", f"built-in task {task} needs the prepared data cache",
+                                  "pass the cache folder of the checkpoint's corpus (PreparedData.root)")
+            files += write_builtin_task(task, Path(prepared_root).resolve(), builtin_settings or {}, out_dir)
+        elif data_dir is not None:
+            if task not in MIRROR_TASKS:
+                raise ConfigError("eval.tasks", f"{task} has no mirror definition",
+                                  f"with eval.data_dir use {', '.join(MIRROR_TASKS)} or {', '.join(BUILTIN_TASKS)}")
+            files += write_mirror_task(task, data_dir, out_dir)
+        else:
+            official = True
+    return TaskFolder(out_dir, list(tasks), official, files)

@@ -1,0 +1,7 @@
+"""The record: what a job leaves behind, written so it can be trusted.
+
+- `jobdir`: a job directory's layout (every file name), its lock, and results.json's life cycle.
+- `checkpoint`: final weights as safetensors + config + tokenizer; `load_checkpoint` rebuilds the
+  model and returns it with its tokenizer and the job's data settings.
+- `atomic`: the one atomic, durable writer every record file goes through.
+"""

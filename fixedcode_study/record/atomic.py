@@ -1,0 +1,125 @@
+"""The one way a file or folder the record depends on is written: completely, or not at all.
+
+Everything is written under a temporary name in the destination folder, flushed to disk
+(fsync of the file, or of every file of a folder), renamed into place, and the folder holding it
+is fsynced so the rename itself survives a crash. A reader therefore sees the previous version or
+the new one, never a torn file, also across a node crash and on network filesystems that honour
+fsync. Used for results.json, metrics.csv rewrites, checkpoints (files and folders), data caches,
+pre-tokenized shards, evaluation records and benchmark reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flush a file, or a folder and every file below it, to disk."""
+    path = Path(path)
+    if path.is_dir():
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                _fsync_fd(Path(root) / name, os.O_RDONLY)
+            _fsync_dir(Path(root))
+    else:
+        _fsync_fd(path, os.O_RDONLY)
+
+
+def _fsync_fd(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        _fsync_fd(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # some filesystems cannot fsync a directory; the rename is still atomic there
+        pass
+
+
+def place(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
+    """Move a finished temporary file or folder over `final` (same filesystem), durably.
+
+    A folder replaces an existing folder through a `.old` rename, so `final` is never missing for
+    longer than the gap between two renames and never half-written.
+    """
+    tmp, final = Path(tmp), Path(final)
+    fsync_path(tmp)
+    if tmp.is_dir():
+        old = final.with_name(final.name + ".old")
+        if final.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.rename(final, old)
+        os.rename(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, final)
+    _fsync_dir(final.parent)
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -> Iterator[Any]:
+    """`with atomic_file(p) as fh: fh.write(...)`: p holds all of it, or keeps its old content."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **open_kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+@contextmanager
+def atomic_dir(path: str | os.PathLike, keep_existing: bool = False) -> Iterator[Path]:
+    """`with atomic_dir(p) as tmp: write files into tmp`: then tmp becomes p in one rename.
+
+    keep_existing=True is for caches that several processes may build at once: if `p` appeared
+    meanwhile (another process finished first), the new copy is discarded and `p` is kept.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        yield tmp
+        if keep_existing and path.exists():
+            return
+        try:
+            place(tmp, path)
+        except OSError:
+            if not (keep_existing and path.exists()):
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_file(path, "wb") as fh:
+        fh.write(data)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_file(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def write_json(path: str | os.PathLike, data: Mapping[str, Any] | list[Any]) -> None:
+    with atomic_file(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, default=str)
+        fh.write("\n")

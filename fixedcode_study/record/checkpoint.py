@@ -1,0 +1,140 @@
+"""Final model checkpoints that load without executing code.
+
+A checkpoint is a directory:
+  model.safetensors  weights (and the GF(2) matrix buffer, so the exact recoding travels along)
+  config.json        everything needed to rebuild the model and score with it: model preset,
+                     input config and its recorded properties, data facts (`data`: cache key,
+                     vocabulary, end-of-text) and the job's data settings (`data_config`: where
+                     the held-out documents come from), format version
+  tokenizer.json     the HF `tokenizers` tokenizer the model was trained with
+The folder is written under a temporary name and renamed into place (record/atomic.py), so a
+crash never leaves a half-written checkpoint under the final name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from ..build import build_model
+from ..errors import ConfigError
+from ..model import Decoder
+from .atomic import atomic_dir
+from .jobdir import WEIGHTS_FILE
+
+FORMAT_VERSION = 1
+CONFIG_FILE = "config.json"
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A resolved plain dict: nested OmegaConf nodes would otherwise be written as strings."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return dict(cfg)
+
+
+def save_checkpoint(
+    directory: str | os.PathLike,
+    model: Decoder,
+    model_cfg: Mapping[str, Any],
+    input_cfg: Mapping[str, Any],
+    tokenizer_path: str | os.PathLike,
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write the checkpoint folder; `extra` adds top-level config.json keys (data, data_config, seed, ...)."""
+    directory = Path(directory)
+    with atomic_dir(directory) as tmp:
+        state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format_version": str(FORMAT_VERSION)})
+        config = {
+            "format_version": FORMAT_VERSION,
+            "model": _plain(model_cfg),
+            "input": _plain(input_cfg),
+            "input_props": model.input.properties(),
+            **({k: _plain(v) if isinstance(v, DictConfig) else v for k, v in extra.items()} if extra else {}),
+        }
+        (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
+        shutil.copyfile(tokenizer_path, tmp / TOKENIZER_FILE)
+    return directory
+
+
+def weights_file(directory: str | os.PathLike) -> Path:
+    """The safetensors file of a checkpoint folder."""
+    return Path(directory) / WEIGHTS_FILE
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (eval mode), its tokenizer and what config.json says."""
+
+    path: Path
+    model: Decoder
+    tokenizer: Any          # tokenizers.Tokenizer
+    config: dict[str, Any]  # config.json as written
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """Facts about the training data (cache_key, vocab sizes, eot_token, ...)."""
+        return dict(self.config.get("data") or {})
+
+    @property
+    def data_config(self) -> dict[str, Any] | None:
+        """The job's data settings (conf `data` group, resolved), to find or rebuild its held-out split."""
+        return self.config.get("data_config")
+
+
+def load_tokenizer(path: str | os.PathLike):
+    from tokenizers import Tokenizer
+
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError("checkpoint", f"{path} does not exist", "point checkpoint= at a folder written by run")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+        raise ConfigError("checkpoint", f"{path} is not a readable tokenizer ({str(err).splitlines()[0]})",
+                          "point checkpoint= at a folder written by run") from None
+
+
+def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+    """Rebuild the exact model; a config that does not match the weights is a clear error."""
+    directory = Path(directory)
+    cfg_path, weights_path = directory / CONFIG_FILE, directory / WEIGHTS_FILE
+    for p in (cfg_path, weights_path):
+        if not p.exists():
+            raise ConfigError("checkpoint", f"{p} does not exist", "point checkpoint= at a directory written by run")
+    config = json.loads(cfg_path.read_text())
+    if config.get("format_version") != FORMAT_VERSION:
+        raise ConfigError("checkpoint", f"format_version {config.get('format_version')} in {cfg_path}",
+                          f"this code reads format {FORMAT_VERSION}")
+    model = build_model(config["model"], config["input"])
+    try:
+        state = load_file(str(weights_path))
+    except (SafetensorError, OSError) as err:
+        raise ConfigError("checkpoint", f"{weights_path} is unreadable ({str(err).splitlines()[0]})",
+                          "re-save the checkpoint (re-run the job with force=true)") from None
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
+    if missing or unexpected or wrong:
+        detail = (f"missing {missing[:3]}" if missing else f"unexpected {unexpected[:3]}" if unexpected
+                  else f"shape of {wrong[0]}: weights {tuple(state[wrong[0]].shape)} vs config {tuple(expected[wrong[0]].shape)}")
+        raise ConfigError("checkpoint", f"config.json does not match model.safetensors ({detail})",
+                          "use the config.json written with these weights")
+    if "input.gf2_matrix" in state and not torch.equal(state["input.gf2_matrix"], expected["input.gf2_matrix"]):
+        raise ConfigError("checkpoint", "the saved GF(2) matrix differs from the one its seed rebuilds",
+                          "check input.matrix_seed/min_weight in config.json")
+    model.load_state_dict(state)
+    tokenizer = load_tokenizer(directory / TOKENIZER_FILE)
+    return Checkpoint(directory, model.to(device).eval(), tokenizer, config)

@@ -1,0 +1,186 @@
+"""A job directory: its layout, its lock, and the life cycle of results.json.
+
+Every file name of a job is spelled here and nowhere else:
+
+    <job>/results.json                the record: source of truth for every number analysis reports
+    <job>/metrics.csv                 per-step curves (long format, see training/loggers.py)
+    <job>/metrics.unfinished-*.csv    curves of an attempt that died before its first checkpoint
+    <job>/config.yaml                 the resolved config
+    <job>/gf2_matrix.json             the GF(2) recoding, when the input has one
+    <job>/.lock                       held while a process works on the job
+    <job>/checkpoints/last.ckpt       resume state (Lightning), written every checkpoint.every_steps
+    <job>/checkpoints/step-XXXXXXX.ckpt  kept snapshots (checkpoint.keep_every_steps)
+    <job>/checkpoints/final/          final weights (record/checkpoint.py)
+    <job>/wandb/                      the job's W&B run (offline or online)
+
+results.json moves running -> completed | failed | preempted. It is `completed` only when it says
+so, holds finite-typed final numbers, and the final weights it points to exist; anything less is
+re-run or resumed rather than trusted. `preempted`: stopped by a signal after saving last.ckpt;
+re-running resumes it. Each write is atomic (record/atomic.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from . import atomic
+
+SCHEMA_VERSION = 1
+RESULTS_FILE = "results.json"
+METRICS_FILE = "metrics.csv"
+CONFIG_FILE = "config.yaml"
+GF2_MATRIX_FILE = "gf2_matrix.json"
+LOCK_FILE = ".lock"
+CHECKPOINTS = "checkpoints"
+LAST_CHECKPOINT = "last.ckpt"
+FINAL_CHECKPOINT = "final"
+WEIGHTS_FILE = "model.safetensors"  # inside a final checkpoint (record/checkpoint.py writes it)
+
+RUNNING, COMPLETED, FAILED, PREEMPTED = "running", "completed", "failed", "preempted"
+
+
+class JobBusy(RuntimeError):
+    """Another process holds the job's lock."""
+
+
+class JobDir:
+    """Paths and record of one job directory (it need not exist yet)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"JobDir({str(self.path)!r})"
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # -- layout ----------------------------------------------------------------------------------
+    @property
+    def results(self) -> Path:
+        return self.path / RESULTS_FILE
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / METRICS_FILE
+
+    def set_aside_metrics(self) -> Path | None:
+        """Move the curves of an attempt that left no checkpoint out of the way (kept, not trusted)."""
+        if not self.metrics.exists():
+            return None
+        aside = self.path / f"metrics.unfinished-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+        os.replace(self.metrics, aside)
+        return aside
+
+    @property
+    def config(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def gf2_matrix(self) -> Path:
+        return self.path / GF2_MATRIX_FILE
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.checkpoints / LAST_CHECKPOINT
+
+    def snapshot(self, step: int) -> Path:
+        return self.checkpoints / f"step-{step:07d}.ckpt"
+
+    @property
+    def final_checkpoint(self) -> Path:
+        return self.checkpoints / FINAL_CHECKPOINT
+
+    def resume_point(self) -> Path | None:
+        """last.ckpt when a previous attempt left one, else None."""
+        return self.last_checkpoint if self.last_checkpoint.exists() else None
+
+    def drop_resume_state(self) -> None:
+        """Remove last.ckpt (and a save that was cut short) once the job no longer needs it."""
+        last = self.last_checkpoint
+        for leftover in (last, last.with_name(f".{last.name}.tmp")):
+            leftover.unlink(missing_ok=True)
+
+    # -- the record --------------------------------------------------------------------------------
+    def read_results(self) -> dict[str, Any] | None:
+        if not self.results.exists():
+            return None
+        try:
+            data = json.loads(self.results.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write_results(self, record: Mapping[str, Any]) -> None:
+        atomic.write_json(self.results, record)
+
+    def is_completed(self) -> bool:
+        """The completion marker: results.json says completed AND holds the final numbers AND the
+        final weights it points to exist."""
+        res = self.read_results()
+        if not res or res.get("status") != COMPLETED:
+            return False
+        final = res.get("final")
+        if not isinstance(final, dict) or not isinstance(final.get("val_loss"), (int, float)):
+            return False
+        ckpt = res.get("checkpoint")
+        return bool(ckpt) and (self.path / ckpt / WEIGHTS_FILE).exists()
+
+    def start_attempt(self, record: dict[str, Any], previous: Mapping[str, Any] | None, resuming: bool) -> dict[str, Any]:
+        """Number this attempt and pick its W&B run id: a resumed job continues its run, a fresh
+        start gets a new one. Returns the record (updated in place)."""
+        previous = previous or {}
+        record["attempts"] = int(previous.get("attempts", 0)) + 1 if resuming else 1
+        record["wandb_id"] = previous.get("wandb_id") if resuming and previous.get("wandb_id") else uuid.uuid4().hex[:12]
+        return record
+
+    # -- exclusive use ------------------------------------------------------------------------------
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold an exclusive lock on the job directory while it trains.
+
+        Two overlapping sweeps, a double submission or a requeue while the old job still runs would
+        otherwise train into the same directory at once. The lock dies with its process, so a
+        killed job never leaves a stale lock behind.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / LOCK_FILE, "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                raise JobBusy(f"running in another process ({fh.read().strip() or 'unknown'}); not started") from None
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"{socket.gethostname()} pid {os.getpid()}\n")
+            fh.flush()
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of the packages that shape a result, for the record."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for pkg in ("fixedcode-study", "torch", "lightning", "hydra-core", "wandb", "tokenizers", "lm-eval"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out

@@ -1,0 +1,112 @@
+"""The plan of a training run: how one optimizer step is split, how many steps, what it costs.
+
+The study fixes the *global* batch (tokens per optimizer step); the world size and the
+per-device micro-batch only decide how it is computed. So:
+  tokens per step = micro-batch x seq_len x grad_accum x world size
+and with `train.global_batch_tokens` set, grad_accum is derived from it (it must divide exactly).
+Which tokens each micro-step trains on is data/batches.py's business (world-size invariant).
+
+`recipe_summary(cfg)` adds the budget and training FLOPs (accounting.flops_per_token) from a
+shapes-only model build (meta device), so it is instant even for the 1.7B preset.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from ..accounting import FLOPS_FORMULA, flops_per_token, matmul_params
+from ..build import build_model
+from ..errors import ConfigError
+
+
+def world_size(trainer_cfg: Mapping[str, Any]) -> int:
+    """Number of training processes the trainer config asks for (devices per node x nodes)."""
+    devices = trainer_cfg.get("devices", 1)
+    if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
+        devices = int(devices)
+    if isinstance(devices, (list, tuple)) or (hasattr(devices, "__len__") and not isinstance(devices, str)):
+        n = len(devices)
+    elif isinstance(devices, int) and devices > 0:
+        n = devices
+    else:  # "auto" / -1: every visible GPU for GPU trainers, one process on CPU (Lightning's rule)
+        accel = str(trainer_cfg.get("accelerator", "auto"))
+        n = torch.cuda.device_count() if accel in ("gpu", "cuda", "auto") and torch.cuda.is_available() else 1
+    return max(1, n) * int(trainer_cfg.get("num_nodes", 1))
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    micro_batch: int        # sequences per device per micro-step
+    seq_len: int
+    grad_accum: int         # micro-steps per optimizer step
+    world: int              # processes (devices x nodes)
+    max_steps: int          # optimizer steps for the token budget
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.micro_batch * self.seq_len * self.grad_accum * self.world
+
+    def as_record(self) -> dict[str, int]:
+        return {"tokens_per_step": self.tokens_per_step, "max_steps": self.max_steps,
+                "micro_batch": self.micro_batch, "grad_accum": self.grad_accum, "world_size": self.world}
+
+
+def plan_batch(cfg: Mapping[str, Any]) -> BatchPlan:
+    """Tokens per step, accumulation and step count from `train` and `trainer` settings."""
+    t = cfg["train"]
+    if int(t["tokens"]) <= 0:
+        raise ConfigError("train.tokens", f"budget {t['tokens']} is not positive", "set train.tokens to a positive count")
+    micro, seq_len, world = int(t["batch_size"]), int(t["seq_len"]), world_size(cfg["trainer"])
+    for field, value in (("train.batch_size", micro), ("train.seq_len", seq_len)):
+        if value <= 0:
+            raise ConfigError(field, f"{value} is not positive", f"set {field} to a positive number")
+    per_micro_step = micro * seq_len * world  # tokens one accumulation micro-step adds, all ranks
+    global_tokens = t.get("global_batch_tokens")
+    if global_tokens is None:
+        grad_accum = int(t["grad_accum"])
+    else:
+        global_tokens = int(global_tokens)
+        if global_tokens <= 0 or global_tokens % per_micro_step:
+            raise ConfigError(
+                "train.global_batch_tokens",
+                f"{global_tokens} is not a positive multiple of batch_size x seq_len x world size = "
+                f"{micro} x {seq_len} x {world} = {per_micro_step}",
+                "choose a global batch divisible by that, or change train.batch_size / trainer.devices")
+        grad_accum = global_tokens // per_micro_step
+    if grad_accum < 1:
+        raise ConfigError("train.grad_accum", f"{grad_accum} is below 1", "use grad_accum >= 1")
+    tokens_per_step = per_micro_step * grad_accum
+    return BatchPlan(micro, seq_len, grad_accum, world, max(1, math.ceil(int(t["tokens"]) / tokens_per_step)))
+
+
+def recipe_summary(cfg: DictConfig) -> dict[str, Any]:
+    """Tokens, steps, batch split and training FLOPs of a composed config (describe, sweeps)."""
+    plan = plan_batch(cfg)
+    with torch.device("meta"):
+        model = build_model(cfg.model, cfg.input)
+    mcfg = model.config
+    per_token = flops_per_token(mcfg, plan.seq_len)
+    tokens = plan.max_steps * plan.tokens_per_step  # the budget rounded up to whole steps
+    total = per_token["total"] * tokens
+    return {
+        "tokens_budget": int(cfg.train.tokens),
+        "tokens_trained": tokens,
+        "steps": plan.max_steps,
+        "global_batch_tokens": plan.tokens_per_step,
+        "global_batch_sequences": plan.tokens_per_step // plan.seq_len,
+        "seq_len": plan.seq_len,
+        "micro_batch_per_device": plan.micro_batch,
+        "grad_accum": plan.grad_accum,
+        "world_size": plan.world,
+        "flops_params_N": matmul_params(mcfg),
+        "flops_per_token": per_token,
+        "flops_total": float(total),
+        "flops_total_readable": f"{total:.3e}",
+        "flops_method": FLOPS_FORMULA,
+    }

@@ -1,0 +1,224 @@
+"""Resumable training: atomic Lightning checkpoints, RNG/data position, preemption, metric trimming.
+
+Where they go is the job directory's business (record/jobdir.py: last.ckpt, which re-running the
+job resumes from, and step-XXXXXXX.ckpt snapshots every `checkpoint.keep_every_steps` steps).
+Every file is written to a temporary name and renamed into place (record/atomic.py), so a kill
+during a save leaves the previous checkpoint intact.
+
+Checkpoints are taken *between* optimizer steps (at the first micro-batch of the next step, after
+that step's logging and validation), so a resumed run replays nothing and skips nothing. Besides
+Lightning's own state (weights, optimizer, LR schedule, loop counters) a checkpoint holds what a
+bitwise-identical continuation needs, all as tensors/lists (loadable with weights_only=True): the
+next micro-step of the data order, the torch/CUDA/numpy/python RNG states of every rank, and the
+task's host-side counters (LanguageModelTask.on_save_checkpoint).
+
+Preemption: SIGTERM (and SIGUSR1/SIGUSR2, which SLURM/submitit send before a time limit) only set
+a flag; at the next step boundary every rank agrees, last.ckpt is written, any handler that was
+installed before training (e.g. submitit's requeue) is called, and the job exits with status 143.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+
+from ..record import atomic
+from ..record.jobdir import JobDir
+
+PREEMPT_EXIT_CODE = 143  # 128 + SIGTERM: what schedulers expect from a job stopped by a signal
+PREEMPT_SIGNALS = ("SIGTERM", "SIGUSR1", "SIGUSR2")
+STATE_KEY = "fixedcode_resume"
+
+
+class Preempted(SystemExit):
+    """Raised after the preemption checkpoint is written; exits the process with status 143.
+
+    A SystemExit (not an Exception) on purpose: a sweep must stop here rather than treat the job
+    as a failure and start the next one on an allocation that is going away.
+    """
+
+    def __init__(self, step: int, signum: int):
+        super().__init__(PREEMPT_EXIT_CODE)
+        self.step, self.signum = step, signum
+
+    def __str__(self) -> str:
+        return f"preempted by {signal.Signals(self.signum).name} at step {self.step}; checkpoint saved, re-run to resume"
+
+
+def checkpoint_step(path: str | os.PathLike) -> int:
+    ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    return int(ckpt["global_step"])
+
+
+def trim_metrics(csv_path: str | os.PathLike, after_step: int) -> int:
+    """Drop metrics.csv rows logged after `after_step` (by the attempt that was killed).
+
+    The resumed run logs those steps again (identically on CPU), so the file keeps exactly one row
+    per (step, metric). A torn last line from a kill mid-write is dropped too. Rewritten atomically.
+    Returns the number of rows dropped.
+    """
+    path = Path(csv_path)
+    if not path.exists():
+        return 0
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        return 0
+    header, body = rows[0], rows[1:]
+    kept = []
+    for row in body:
+        try:
+            if len(row) == len(header) and int(row[0]) <= after_step:
+                float(row[3])  # a torn value fails here
+                kept.append(row)
+        except ValueError:
+            pass
+    dropped = len(body) - len(kept)
+    if dropped:
+        with atomic.atomic_file(path, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(header)
+            writer.writerows(kept)
+    return dropped
+
+
+# -- RNG state as tensors / lists (numpy arrays would break weights_only=True loading) -----------
+def rng_state() -> dict[str, Any]:
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": list(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else [],
+        "numpy": [name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)],
+        "python": [version, list(internal), gauss_next],
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    name, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+
+
+class ResumableCheckpoint(L.Callback):
+    """Writes last.ckpt every `every_steps` optimizer steps and on preemption; restores the rest.
+
+    `keep_every_steps` > 0 additionally keeps step-XXXXXXX.ckpt snapshots at those steps.
+    """
+
+    def __init__(self, job: JobDir, every_steps: int, grad_accum: int,
+                 keep_every_steps: int = 0, preempt_signals: tuple[str, ...] = PREEMPT_SIGNALS):
+        self.job = job
+        self.every_steps, self.keep_every_steps, self.grad_accum = every_steps, keep_every_steps, grad_accum
+        self.signals = [getattr(signal, s) for s in preempt_signals if hasattr(signal, s)]
+        self.last_saved_step = -1
+        self.resume_history: list[int] = []  # steps this run was resumed from, oldest first
+        self._preempt_signum: int | None = None
+        self._prior_handlers: dict[int, Any] = {}
+        self._pending_rng: dict[str, Any] | None = None  # restored at the first step, after setup's draws
+        self._rng_for_save: list[dict[str, Any]] | None = None
+
+    # -- preemption ----------------------------------------------------------------------------
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        # Runs before Lightning installs its own handlers: these are the launcher's (e.g. submitit).
+        self._prior_handlers = {s: signal.getsignal(s) for s in self.signals}
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Replace Lightning's SIGTERM handler, which stops mid-accumulation and saves nothing.
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for s in self.signals:
+                signal.signal(s, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._preempt_signum = signum
+
+    # -- saving ----------------------------------------------------------------------------------
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
+        if batch_idx % self.grad_accum:
+            return  # inside an accumulation window: accumulated gradients are not checkpointed
+        if self._pending_rng is not None:
+            set_rng_state(self._pending_rng)
+            self._pending_rng = None
+        step = trainer.global_step
+        preempt = trainer.strategy.reduce_boolean_decision(self._preempt_signum is not None, all=False)
+        if preempt:
+            self.save(trainer, self.job.last_checkpoint)
+            signum = self._preempt_signum or signal.SIGTERM
+            prior = self._prior_handlers.get(signum)
+            if callable(prior):
+                prior(signum, None)  # e.g. submitit: requeue this job, then exit
+            raise Preempted(step, signum)
+        if step > 0 and step != self.last_saved_step:
+            if self.every_steps and step % self.every_steps == 0:
+                self.save(trainer, self.job.last_checkpoint)
+            if self.keep_every_steps and step % self.keep_every_steps == 0:
+                self.save(trainer, self.job.snapshot(step))
+            self.last_saved_step = step
+
+    def save(self, trainer: L.Trainer, path: Path) -> None:
+        """Collective: every rank calls it; the strategy decides who writes (rank 0 unless sharded)."""
+        self._rng_for_save = self._gather_rng(trainer)
+        tmp = path.with_name(f".{path.name}.tmp")
+        if trainer.is_global_zero:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if tmp.is_dir():
+                shutil.rmtree(tmp)
+        trainer.strategy.barrier("checkpoint_tmp")
+        trainer.save_checkpoint(tmp, weights_only=False)
+        trainer.strategy.barrier("checkpoint_written")
+        if trainer.is_global_zero:
+            atomic.place(tmp, path)
+        trainer.strategy.barrier("checkpoint_placed")
+        self._rng_for_save = None
+
+    @staticmethod
+    def _gather_rng(trainer: L.Trainer) -> list[dict[str, Any]]:
+        mine = rng_state()
+        if trainer.world_size == 1 or not torch.distributed.is_initialized():
+            return [mine]
+        gathered: list[Any] = [None] * trainer.world_size
+        torch.distributed.all_gather_object(gathered, mine)
+        return gathered
+
+    # -- what goes into the checkpoint -----------------------------------------------------------
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        # We save in on_train_batch_start, when Lightning has already counted the next batch as
+        # "ready". Record the loop as it stood at the end of the previous step (ready == completed),
+        # else the restored total batch count is one ahead and validation shifts by one step.
+        progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]
+        for counters in (progress["total"], progress["current"]):
+            counters["ready"] = counters["started"] = counters["processed"] = counters["completed"]
+        checkpoint[STATE_KEY] = {
+            "global_step": trainer.global_step,  # the data order restarts at this optimizer step
+            "rng": self._rng_for_save or [],    # one entry per rank
+            "resumed_from_steps": list(self.resume_history),
+        }
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        # Runs after datamodule.setup() and before the train dataloader is iterated.
+        state = checkpoint[STATE_KEY]
+        step = int(state["global_step"])
+        train_set = trainer.datamodule.train_set
+        # Micro-steps are per rank and the global batch's slots are world-size invariant, so this
+        # holds even when the resumed run uses a different device count or accumulation.
+        train_set.start_step = step * self.grad_accum
+        rng = state["rng"]
+        if rng:
+            self._pending_rng = rng[trainer.global_rank] if len(rng) == trainer.world_size else rng[0]
+        self.last_saved_step = step
+        self.resume_history = [*state.get("resumed_from_steps", []), step]

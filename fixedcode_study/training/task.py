@@ -1,0 +1,187 @@
+"""The LightningModule: next-token training of a Decoder with AdamW, warmup + cosine, token budget.
+
+Metrics go to every attached logger with the number of training tokens seen, so curves from runs
+with different batch sizes share an x-axis:
+  train/loss, train/lr, train/tokens_per_second  (every `log_every` optimizer steps)
+  val/loss, val/ppl, val/bpb                      (every `val_every` steps and at the end)
+Validation is a token-weighted sum over the whole held-out split, reduced with a sum across ranks
+(not a mean of batch means, which would overweight short batches and differ with world size).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Mapping
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from ..accounting import optimizer_groups
+from ..model import Decoder
+
+
+def warmup_cosine(step: int, total: int, warmup: int, min_ratio: float) -> float:
+    """LR multiplier: linear warmup to 1, cosine decay to min_ratio at `total`."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+class LanguageModelTask(L.LightningModule):
+    def __init__(
+        self,
+        model: Decoder,
+        optim: Mapping[str, Any],
+        max_steps: int,
+        tokens_per_step: int,
+        token_bytes: torch.Tensor,
+        log_every: int = 10,
+    ):
+        super().__init__()
+        self.model = model
+        self.optim_cfg = dict(optim)
+        self.max_steps = max_steps
+        self.tokens_per_step = tokens_per_step  # global: micro-batch x accumulation x world size
+        self.log_every = log_every
+        # UTF-8 bytes per token id, for bits-per-byte; a buffer so it follows the model's device.
+        self.register_buffer("token_bytes", token_bytes.to(torch.float64), persistent=False)
+        self.last_val: dict[str, float] = {}
+        self.last_val_step = -1
+        self._val_sums: torch.Tensor | None = None
+        self._train_time = 0.0
+        self._t_batch = 0.0
+        self._window_loss = torch.zeros(())
+        self._window_n = 0
+        self._last_logged_step = -1
+
+    # -- helpers -----------------------------------------------------------------------------
+    @property
+    def tokens_seen(self) -> int:
+        return self.global_step * self.tokens_per_step
+
+    def _emit(self, metrics: dict[str, float]) -> None:
+        """Send metrics to every logger with tokens as the shared x-axis (rank 0 only)."""
+        if self.trainer.is_global_zero:
+            payload = {**metrics, "tokens": float(self.tokens_seen)}
+            for logger in self.loggers:
+                logger.log_metrics(payload, step=self.global_step)
+
+    # -- training ----------------------------------------------------------------------------
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self._t_batch = time.perf_counter()
+
+    def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        x, y = batch[:, :-1], batch[:, 1:]  # (B, T) each
+        logits = self.model(x)  # (B, T, V)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        # Summed as a tensor: no host sync per step; .item() only when logging.
+        self._window_loss = self._window_loss.to(loss.device) + loss.detach().float()
+        self._window_n += 1
+        return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self._train_time += time.perf_counter() - self._t_batch
+        step = self.global_step  # already advanced past the optimizer step that just ran
+        due = step % self.log_every == 0 or step == self.max_steps
+        # With gradient accumulation several micro-batches share one global step: log once, at
+        # the micro-batch whose optimizer step completed it (step 0 is never a completed step).
+        if self._window_n and due and step > 0 and step != self._last_logged_step:
+            self._last_logged_step = step
+            # Mean over ranks too, so the curve is the global batch's loss whatever the world size.
+            window_sum = self.trainer.strategy.reduce(self._window_loss, reduce_op="sum")
+            self._emit({
+                "train/loss": window_sum.item() / (self._window_n * self.trainer.world_size),
+                "train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
+                "train/tokens_per_second": self.tokens_seen / max(self._train_time, 1e-9),
+            })
+            self._window_loss, self._window_n = torch.zeros(()), 0
+
+    @property
+    def train_seconds(self) -> float:
+        return self._train_time
+
+    # -- resume ------------------------------------------------------------------------------
+    # Host-side counters travel in the checkpoint so a resumed run logs exactly what an
+    # uninterrupted one would: the partial train/loss window, and train time that accumulates
+    # across attempts (tokens_seen follows from the restored global_step).
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["task_state"] = {
+            "train_seconds": self._train_time,
+            "window_loss": self._window_loss.detach().cpu(),
+            "window_n": self._window_n,
+            "last_logged_step": self._last_logged_step,
+            "last_val": dict(self.last_val),
+            "last_val_step": self.last_val_step,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint["task_state"]
+        self._train_time = float(state["train_seconds"])
+        self._window_loss, self._window_n = state["window_loss"].clone(), int(state["window_n"])
+        self._last_logged_step = int(state["last_logged_step"])
+        self.last_val, self.last_val_step = dict(state["last_val"]), int(state["last_val_step"])
+
+    # -- validation --------------------------------------------------------------------------
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        windows, weight = batch  # (B, T+1), (B,): weight 0 marks a rank's padding window
+        x, y = windows[:, :-1], windows[:, 1:]
+        logits = self.model(x)
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
+        w = weight.to(torch.float64)
+        self._val_sums += torch.stack([
+            (nll.double().sum(dim=1) * w).sum(), (w * y.shape[1]).sum(),
+            (self.token_bytes[y].sum(dim=1) * w).sum(),
+        ])
+
+    def on_validation_epoch_end(self) -> None:
+        sums = self.trainer.strategy.reduce(self._val_sums, reduce_op="sum")
+        nll, n_tokens, n_bytes = (float(v) for v in sums)
+        loss = nll / n_tokens
+        self.last_val = {
+            "val/loss": loss,
+            "val/ppl": math.exp(loss),
+            "val/bpb": nll / math.log(2) / max(n_bytes, 1.0),
+            "val/tokens": n_tokens,
+        }
+        self.last_val_step = self.global_step
+        if not self.trainer.sanity_checking:
+            self._emit({k: v for k, v in self.last_val.items() if k != "val/tokens"})
+            self.publish_summary()
+
+    def on_train_end(self) -> None:
+        self.publish_summary()
+
+    def publish_summary(self) -> None:
+        """Put the numbers results.json needs into trainer.callback_metrics ("summary/*").
+
+        That dict is what Lightning carries back from worker processes (ddp_spawn), so the caller
+        reads one place whichever strategy ran the loop.
+        """
+        values = {"global_step": self.global_step, "train_seconds": self._train_time,
+                  "last_val_step": self.last_val_step,
+                  **{k.replace("/", "_"): v for k, v in self.last_val.items()}}
+        for key, value in values.items():
+            self.trainer.callback_metrics[f"summary/{key}"] = torch.tensor(float(value), dtype=torch.float64)
+
+    # -- optimisation ------------------------------------------------------------------------
+    def param_groups(self) -> list[dict[str, Any]]:
+        """AdamW groups (accounting.optimizer_groups: the one rule for every model)."""
+        return optimizer_groups(self.model, self.optim_cfg)
+
+    def configure_optimizers(self):
+        cfg = self.optim_cfg
+        opt = torch.optim.AdamW(
+            self.param_groups(), lr=float(cfg["lr"]), betas=tuple(cfg["betas"]), eps=float(cfg["eps"]),
+        )
+        warmup = max(1, int(round(float(cfg["warmup_fraction"]) * self.max_steps)))
+        min_ratio = float(cfg["min_lr_ratio"])
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: warmup_cosine(s, self.max_steps, warmup, min_ratio)
+        )
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

@@ -1,0 +1,54 @@
+"""Shared fixtures for the evaluation tests: tiny trained checkpoints, trained once per pytest process."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import tempfile
+from pathlib import Path
+
+SHARED_EVAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "eval"
+
+_ROOT = Path(tempfile.mkdtemp(prefix="fixedcode-eval-tests-"))
+atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
+
+
+@functools.cache
+def trained_checkpoint(input_name: str = "learned") -> tuple[Path, Path]:
+    """(checkpoint dir, prepared data root) of a test_micro model trained for a few steps."""
+    from fixedcode_study.data.prepare import prepare
+    from fixedcode_study.config import compose as compose_config
+    from fixedcode_study.training.job import train_job
+
+    cfg = compose_config([
+        "model=test_micro", "logger=csv", f"input={input_name}", "train.tokens=8192", "train.batch_size=8",
+        f"data.cache_dir={_ROOT / 'cache'}", f"out_root={_ROOT / 'out'}",
+    ])
+    job_dir = _ROOT / "out" / input_name
+    record = train_job(cfg, job_dir)
+    assert record["status"] == "completed"
+    return job_dir / record["checkpoint"], prepare(cfg.data, progress=False).root
+
+
+def mirror_available(*tasks: str) -> bool:
+    return all((SHARED_EVAL / t).is_dir() for t in tasks)
+
+
+@functools.cache
+def untrained_checkpoint(input_name: str, seed: int = 0, max_seq_len: int | None = None) -> Path:
+    """A freshly initialised test_micro checkpoint with another input interface (same tokenizer as
+    trained_checkpoint): for checks that only need the code path, not a trained model."""
+    import torch
+
+    from fixedcode_study.build import build_model
+    from fixedcode_study.record.checkpoint import save_checkpoint
+    from fixedcode_study.config import compose as compose_config
+
+    _, prepared_root = trained_checkpoint("learned")
+    cfg = compose_config(["model=test_micro", f"input={input_name}",
+                          *([f"model.max_seq_len={max_seq_len}"] if max_seq_len else [])])
+    torch.manual_seed(seed)
+    model = build_model(cfg.model, cfg.input)
+    return save_checkpoint(_ROOT / "untrained" / f"{input_name}-{seed}-{max_seq_len}", model, cfg.model, cfg.input,
+                           prepared_root / "tokenizer.json")
