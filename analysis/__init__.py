@@ -5,7 +5,7 @@
 
 Writes REPORT_DIR/report.md, tables/{main_results,diff_vs_learned,params,reference,excluded_jobs}
 .{md,tex,csv}, tables/jobs.csv (one row per job: every number the tables summarise) and
-figures/*.{png,pdf}. The run-directory contract is SCHEMA.md at the repository root.
+figures/*.{png,pdf}. The run-directory contract is docs/results-schema.md.
 
 Modules: load (discover + read -> frames), variants (row labels), stats (summaries, Welch),
 numfmt (precision), tables / render (build / write tables), figstyle, figures (curves),

@@ -14,7 +14,7 @@ from analysis.errors import AnalysisError
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m analysis",
-        description="Tables, figures and report.md from fixed-code study runs (see SCHEMA.md).")
+        description="Tables, figures and report.md from fixed-code study runs (see docs/results-schema.md).")
     parser.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
                         help="multirun/run directories; every directory below holding results.json is a job")
     parser.add_argument("--out", required=True, type=Path, metavar="REPORT_DIR", help="where the report is written")

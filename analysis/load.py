@@ -1,4 +1,4 @@
-"""Find job directories and read them (SCHEMA.md) into two pandas frames.
+"""Find job directories and read them (docs/results-schema.md) into two pandas frames.
 
 ``Study.jobs`` has one row per job directory found, including jobs that failed, are still
 running, or lack final metrics; ``included`` / ``reason`` say whether a job enters the
@@ -20,7 +20,7 @@ import pandas as pd
 
 from analysis.errors import AnalysisError
 from analysis.variants import assign_variants
-from fixedcode_study.record.jobdir import CHECKPOINTS, METRICS_FILE, RESULTS_FILE
+from fixedcode_study.record.jobdir import CHECKPOINTS, COMPLETED, METRICS_FILE, RESULTS_FILE
 
 # The final metrics every completed job must report to be comparable in the main table.
 REQUIRED_FINAL = ("val_ppl", "val_bpb")
@@ -95,7 +95,7 @@ def _finite(value) -> bool:
 def exclusion_reason(results: dict) -> str:
     """Empty string when the job is complete and comparable, else why it is left out."""
     status = results.get("status")
-    if status != "completed":
+    if status != COMPLETED:
         return results.get("error") or f"not completed (status={status})"
     final = results.get("final") or {}
     missing = [k for k in REQUIRED_FINAL if not _finite(final.get(k))]

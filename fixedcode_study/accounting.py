@@ -100,13 +100,36 @@ def optimizer_group(name: str, param: torch.nn.Parameter, prefixes: Mapping[str,
     return "decay" if param.dim() >= 2 else "no_decay"
 
 
-def optimizer_groups(model: torch.nn.Module, optim: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """AdamW parameter groups for every trainable parameter of `model`, each in exactly one group.
+# Segments that wrappers insert into parameter names (FSDP, activation checkpointing, torch.compile).
+WRAPPER_SEGMENTS = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
 
-    A model with other parameter names (the benchmark's Hugging Face reference) declares its input
-    and head prefixes in an `optimizer_group_prefixes` attribute.
+
+def unwrapped_name(name: str) -> str:
+    """A parameter's name as the unwrapped model spells it."""
+    for segment in WRAPPER_SEGMENTS:
+        name = name.replace(segment, "")
+    return name
+
+
+def optimizer_group_names(model: torch.nn.Module) -> dict[str, str]:
+    """{parameter name: AdamW group} of an unwrapped model.
+
+    Taken before a strategy wraps the model: FSDP flattens parameters to 1-D (use_orig_params),
+    so a matrix could no longer be told from a norm scale afterwards.
     """
     prefixes = getattr(model, "optimizer_group_prefixes", DECODER_PREFIXES)
+    return {unwrapped_name(name): optimizer_group(name, p, prefixes) for name, p in model.named_parameters()}
+
+
+def optimizer_groups(model: torch.nn.Module, optim: Mapping[str, Any],
+                     group_names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """AdamW parameter groups for every trainable parameter of `model`, each in exactly one group.
+
+    `group_names` (from optimizer_group_names on the unwrapped model) decides the groups when the
+    model has been wrapped since. A model with other parameter names (the benchmark's Hugging Face
+    reference) declares its input and head prefixes in an `optimizer_group_prefixes` attribute.
+    """
+    names = dict(group_names) if group_names is not None else optimizer_group_names(model)
     wd = float(optim["weight_decay"])
     decay_of = {
         "input": wd if optim.get("weight_decay_input", False) else 0.0,
@@ -117,7 +140,7 @@ def optimizer_groups(model: torch.nn.Module, optim: Mapping[str, Any]) -> list[d
     groups: dict[str, list[torch.nn.Parameter]] = {g: [] for g in OPTIMIZER_GROUPS}
     for name, p in model.named_parameters():
         if p.requires_grad:
-            groups[optimizer_group(name, p, prefixes)].append(p)
+            groups[names[unwrapped_name(name)]].append(p)
     return [{"params": ps, "weight_decay": decay_of[g], "name": g} for g, ps in groups.items() if ps]
 
 

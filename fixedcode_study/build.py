@@ -31,7 +31,6 @@ from .errors import ConfigError
 from .inputs import build_input, input_trainable_params
 from .model import Decoder, ModelConfig
 
-SIZE_MATCH_KEYS = ("size_match", "size_match_by", "size_match_tolerance", "size_match_multiple_of")
 SIZE_MATCH_METHODS = ("d_ff", "n_layer", "n_layer+d_ff")
 
 

@@ -31,6 +31,11 @@ def compose(overrides: Sequence[str] = (), return_hydra_config: bool = False) ->
                              return_hydra_config=return_hydra_config)
 
 
+def compose_variant(overrides: Sequence[str], input_name: str) -> DictConfig:
+    """The config of `overrides` with the input variant replaced by `input_name` (benchmarks)."""
+    return compose([o for o in overrides if not o.startswith("input=")] + [f"input={input_name}"])
+
+
 def available(group: str) -> list[str]:
     """Option names of a config group (conf/<group>/*.yaml)."""
     return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))

@@ -126,6 +126,9 @@ def inputs_markdown(extra: list[str] | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(args):
+        print(__doc__)
+        return
     try:
         if "--ladder" in args:
             print(ladder_markdown([a for a in args if a != "--ladder"]))

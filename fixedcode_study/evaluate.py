@@ -32,6 +32,9 @@ def format_summary(record: Mapping[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(args):
+        print(__doc__)
+        return
     try:
         checkpoints = [a.split("=", 1)[1] for a in args if a.startswith("checkpoint=")]
         if len(checkpoints) != 1:

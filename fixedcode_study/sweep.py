@@ -51,8 +51,8 @@ GPU_PEAK_TFLOPS = 989.0   # H100 SXM dense bf16
 GPU_MFU = 0.40
 # Effective training FLOP/s on a 2-core CPU box: FLOPs per token (accounting.flops_per_token, PaLM's
 # 6N + 12 L H D T) x measured tokens/s of full training steps on 2 idle cores: cpu_tiny ~12k tokens/s
-# in the main sweep x 9.83 MFLOP/token = ~118 GFLOP/s; 108 keeps the estimates made before the FLOPs
-# formula was unified (Kaplan's, 8.6% fewer FLOPs at cpu_tiny) unchanged. Override with --cpu-gflops.
+# in the main sweep x 9.04 MFLOP/token = ~108 GFLOP/s (the bench's 10.7k tokens/s through the Lightning
+# loop gives ~97). A calibration, not a peak: override with --cpu-gflops.
 CPU_GFLOPS = 108.0
 CPU_JOB_OVERHEAD_S = 10.0  # W&B and trainer start, validation passes, checkpoint (measured ~7 s)
 

@@ -102,7 +102,7 @@ def test_mixture_pretokenizes_into_the_cache_once_and_samples_by_weight(corpus, 
     assert web_probs[biggest] > web_probs[smallest]  # within a stream: by size
     # restarting at step s (as resume sets it from a checkpoint) yields exactly the batches from step s on
     dm.setup()
-    dm.train_set.start_step = 7
+    dm.train_set.start_micro_step = 7
     assert np.array_equal(next(iter(dm.train_set)), ds.batch(7))
 
 
@@ -122,7 +122,7 @@ def test_sharded_batches_are_deterministic_and_stay_inside_one_shard(tmp_path):
         assert np.array_equal(batch, make().batch(step))
     assert not np.array_equal(make(seed=2).batch(0), a.batch(0))
     assert not np.array_equal(make(slot=1).batch(0), a.batch(0))
-    it = iter(GlobalBatchOrder(make(), rank=0, world=1, grad_accum=1, start_step=4))
+    it = iter(GlobalBatchOrder(make(), rank=0, world=1, grad_accum=1, start_micro_step=4))
     assert np.array_equal(next(it), a.batch(4)) and np.array_equal(next(it), a.batch(5))
     only_third = make(probs=[0, 0, 1, 0])
     assert (only_third.batch(0) == 3).all()

@@ -150,7 +150,7 @@ def test_prepared_root_is_found_from_the_checkpoint_and_checked(trained, tmp_pat
     from fixedcode_study.evaluation.harness import find_prepared_root
 
     config = load_checkpoint(ckpt).config
-    assert find_prepared_root(ckpt, config, None, str(tmp_path)) == root.resolve()  # via the job's results.json
+    assert find_prepared_root(ckpt, config, None, str(tmp_path)) == root.resolve()  # via the checkpoint's data_config
     other = tmp_path / "other"
     other.mkdir()
     (other / "meta.json").write_text(json.dumps({"cache_key": "not-this-corpus"}))

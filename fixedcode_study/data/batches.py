@@ -108,15 +108,16 @@ class RandomWindowBatches:
 class GlobalBatchOrder(IterableDataset):
     """This rank's micro-batches: micro-step m is slot (m % A) * W + r of optimizer step m // A.
 
-    `start_step` is the first micro-step to yield (set from the checkpoint on resume).
+    `start_micro_step` is the first micro-step to yield (set from the checkpoint on resume).
     """
 
-    def __init__(self, windows: RandomWindowBatches, rank: int, world: int, grad_accum: int, start_step: int = 0):
-        self.rank, self.world, self.grad_accum, self.start_step = rank, world, grad_accum, start_step
+    def __init__(self, windows: RandomWindowBatches, rank: int, world: int, grad_accum: int,
+                 start_micro_step: int = 0):
+        self.rank, self.world, self.grad_accum, self.start_micro_step = rank, world, grad_accum, start_micro_step
         self.slots = [windows.with_slot(a * world + rank) for a in range(grad_accum)]  # the slots this rank owns
 
     def __iter__(self) -> Iterator[torch.Tensor]:
-        m = self.start_step
+        m = self.start_micro_step
         while True:
             step, a = divmod(m, self.grad_accum)
             yield self.slots[a].batch(step)  # (B, T+1)

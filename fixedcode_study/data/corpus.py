@@ -11,7 +11,7 @@
   "json"/"parquet" with data_files, or a `save_to_disk` directory), streamed or from the local cache.
 - `mixture`: named entries of the kinds above, each with a sampling weight.
 
-For pre-tokenization at scale (pretokenize.py) a source is also cut into *pieces*: JSON-able
+For pre-tokenization at scale (shards.py) a source is also cut into *pieces*: JSON-able
 descriptions of a fixed slice of its documents (a group of files, a byte range of a JSONL file,
 Parquet row groups, one shard of a HF dataset) that any worker process can re-read on its own.
 A piece always yields the same documents under the same names, so a restarted run can skip the

@@ -35,9 +35,18 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..record.atomic import atomic_dir
+from . import layout
 from .corpus import IN_MEMORY_SOURCES, Document, load_documents
-from .tokenizer import EOT, is_pretrained, load_pretrained, storage_dtype, tokenizer_sha256
-from .tokenizer import token_byte_lengths as token_byte_lengths  # re-exported: bytes per token id
+from .tokenizer import (
+    EOT,
+    is_pretrained,
+    load_pretrained,
+    storage_dtype,
+    tokenizer_sha256,
+)
+from .tokenizer import (
+    token_byte_lengths as token_byte_lengths,  # re-exported: bytes per token id
+)
 from .tokenizer import train_bpe as _train_bpe
 
 PREP_VERSION = 1  # bump when the preparation logic changes, so stale caches are not reused
@@ -66,12 +75,12 @@ class PreparedData:
         """The single train memmap of an in-memory preparation (sharded data: see train_shards)."""
         if self.sharded:
             raise ValueError(f"{self.root} is sharded; use PreparedData.train_shards")
-        return self.root / "train.bin"
+        return self.root / layout.TRAIN_TOKENS
 
     @property
     def train_shards(self) -> list[TrainShard]:
         if not self.sharded:
-            return [TrainShard(self.root / "train.bin", int(self.meta["train_tokens"]), self.meta.get("source", "train"))]
+            return [TrainShard(self.root / layout.TRAIN_TOKENS, int(self.meta["train_tokens"]), self.meta.get("source", "train"))]
         return [TrainShard(self.root / s["path"], int(s["tokens"]), s["stream"]) for s in self.meta["shards"]]
 
     @property
@@ -82,21 +91,22 @@ class PreparedData:
 
     @property
     def val_path(self) -> Path:
-        return self.root / "val.bin"
+        return self.root / layout.VAL_TOKENS
 
     @property
     def tokenizer_path(self) -> Path:
-        return self.root / "tokenizer.json"
+        return self.root / layout.TOKENIZER
 
     @property
     def dtype(self) -> np.dtype:
         return np.dtype(self.meta["dtype"])
 
     def tokens(self, split: str) -> np.memmap:
-        return np.memmap(self.root / f"{split}.bin", dtype=self.dtype, mode="r")
+        path = {"train": self.train_path, "val": self.val_path}[split]
+        return np.memmap(path, dtype=self.dtype, mode="r")
 
     def token_bytes(self) -> np.ndarray:
-        return np.load(self.root / "token_bytes.npy")
+        return np.load(self.root / layout.TOKEN_BYTES)
 
 
 def _split_by_document(docs: list[Document], val_fraction: float, seed: int) -> tuple[list[Document], list[Document]]:
@@ -151,9 +161,9 @@ def load_pretokenized(root: str | os.PathLike, vocab_size: int | None = None,
                       weights: Mapping[str, float] | None = None, field: str = "data.dir") -> PreparedData:
     """A directory written by the pretokenize command, checked to be complete and to fit the model."""
     root = Path(os.path.expanduser(str(root)))
-    manifest = root / "manifest.json"
+    manifest = root / layout.MANIFEST
     if not manifest.exists():
-        state = "is incomplete (no manifest.json yet)" if (root / "plan.json").exists() else "is not a pre-tokenized directory"
+        state = f"is incomplete (no {layout.MANIFEST} yet)" if (root / layout.PLAN).exists() else "is not a pre-tokenized directory"
         raise ConfigError(field, f"{root} {state}",
                           "run `python -m fixedcode_study.pretokenize ... --out DIR` (it resumes, keeping finished shards)")
     meta = json.loads(manifest.read_text())
@@ -179,7 +189,7 @@ def _prepare_sharded(cfg: Mapping[str, Any], progress: bool) -> PreparedData:
     from .shards import default_out_dir, pretokenize
 
     out = default_out_dir(cfg)
-    if not (out / "manifest.json").exists():
+    if not (out / layout.MANIFEST).exists():
         pretokenize(cfg, out, workers=int(cfg.get("workers") or 0), progress=progress)
     weights = {name: entry.get("weight", 1.0) for name, entry in (cfg.get("mixture") or {}).items()}
     return load_pretokenized(out, cfg.get("vocab_size"), weights or None, field="data")
@@ -221,8 +231,8 @@ def prepare(cfg: Mapping[str, Any], progress: bool = True) -> PreparedData:
     key = _cache_key(docs, settings)
     cache_root = Path(os.path.expanduser(str(cfg["cache_dir"])))
     final = cache_root / f"{source}-{key}"
-    if (final / "meta.json").exists():
-        return PreparedData(final, json.loads((final / "meta.json").read_text()))
+    if (cached := layout.read_meta(final)) is not None:
+        return PreparedData(final, cached)
 
     t0 = time.time()
     say = print if progress else (lambda *a, **k: None)
@@ -235,12 +245,12 @@ def prepare(cfg: Mapping[str, Any], progress: bool = True) -> PreparedData:
         say(f"[data] tokenizer ready: {tok.get_vocab_size()} tokens ({time.time() - t0:.1f}s)")
         dtype = storage_dtype(vocab_size)
         enc = lambda ds: [e.ids for e in tok.encode_batch([d.text for d in ds], add_special_tokens=False)]  # noqa: E731
-        train = _write_tokens(tmp / "train.bin", enc(train_docs), eot, dtype)
-        val = _write_tokens(tmp / "val.bin", enc(val_docs), eot, dtype)
-        tok.save(str(tmp / "tokenizer.json"))
+        train = _write_tokens(tmp / layout.TRAIN_TOKENS, enc(train_docs), eot, dtype)
+        val = _write_tokens(tmp / layout.VAL_TOKENS, enc(val_docs), eot, dtype)
+        tok.save(str(tmp / layout.TOKENIZER))
         tbytes = token_byte_lengths(tok, vocab_size)
-        np.save(tmp / "token_bytes.npy", tbytes)
-        with open(tmp / "val_docs.jsonl", "w", encoding="utf-8") as fh:
+        np.save(tmp / layout.TOKEN_BYTES, tbytes)
+        with open(tmp / layout.VAL_DOCS, "w", encoding="utf-8") as fh:
             for d in val_docs:
                 fh.write(json.dumps({"name": d.name, "text": d.text}) + "\n")
         meta = {
@@ -257,6 +267,6 @@ def prepare(cfg: Mapping[str, Any], progress: bool = True) -> PreparedData:
             "unigram_val_ppl": _unigram_ppl(train, val, vocab_size),
             "seconds": round(time.time() - t0, 2),
         }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        (tmp / layout.META).write_text(json.dumps(meta, indent=2))
     say(f"[data] {meta['train_tokens']:,} train / {meta['val_tokens']:,} val tokens ({meta['seconds']}s)")
-    return PreparedData(final, json.loads((final / "meta.json").read_text()))
+    return PreparedData(final, layout.read_meta(final))

@@ -42,6 +42,15 @@ import numpy as np
 from ..errors import ConfigError
 from ..record import atomic
 from .corpus import Stream, piece_documents, plan_pieces, streams_from_config
+from .layout import (
+    MANIFEST,
+    PLAN,
+    SHARDS,
+    TOKEN_BYTES,
+    TOKENIZER,
+    VAL_TOKENS,
+    shard_files,
+)
 from .tokenizer import (
     EOT,
     LoadedTokenizer,
@@ -54,7 +63,6 @@ from .tokenizer import (
 )
 
 PRETOK_VERSION = 1  # bump when shard contents would change for the same settings
-MANIFEST, PLAN, TOKENIZER = "manifest.json", "plan.json", "tokenizer.json"
 DEFAULTS = {"shard_mb": 64, "tokenizer_train_mb": 256, "max_val_tokens": None, "val_fraction": 0.03,
             "split_seed": 0, "tokenizer": "bpe", "tokenizer_revision": None, "eot_token": None}
 _ENCODE_BATCH_BYTES = 4 << 20  # documents are encoded in batches of about this much text
@@ -153,12 +161,6 @@ def _init_worker() -> None:
     os.environ["RAYON_NUM_THREADS"] = "1"
 
 
-def _shard_paths(out: Path, index: int) -> dict[str, Path]:
-    stem = out / "shards" / f"{index:05d}"
-    return {"train": Path(f"{stem}.train.bin"), "val": Path(f"{stem}.val.bin"),
-            "counts": Path(f"{stem}.counts.npy"), "marker": Path(f"{stem}.json")}
-
-
 def _encode(tok, texts: list[str], eot: int, dtype: np.dtype) -> np.ndarray:
     """Token IDs of the texts, each followed by end-of-text, as one flat array."""
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
@@ -179,7 +181,7 @@ def _tokenize_piece_unsafe(job: Mapping[str, Any]) -> dict[str, Any]:
 
     t0, cpu0 = time.time(), time.process_time()
     out, index = Path(job["out"]), int(job["index"])
-    paths = _shard_paths(out, index)
+    paths = shard_files(out, index)
     tok = Tokenizer.from_file(job["tokenizer"])
     dtype, eot = np.dtype(job["dtype"]), int(job["eot_id"])
     counts = np.zeros(int(job["count_size"]), dtype=np.int64)
@@ -218,9 +220,9 @@ def _tokenize_piece_unsafe(job: Mapping[str, Any]) -> dict[str, Any]:
         atomic.place(tmp[key], paths[key])
     marker = {
         "index": index, "stream": job["piece"]["stream"], "tokenizer_sha256": job["tokenizer_sha256"],
-        "train": {"path": f"shards/{paths['train'].name}", **stats["train"]},
-        "val": {"path": f"shards/{paths['val'].name}", **stats["val"]},
-        "counts": f"shards/{paths['counts'].name}", "seconds": round(time.time() - t0, 3),
+        "train": {"path": f"{SHARDS}/{paths['train'].name}", **stats["train"]},
+        "val": {"path": f"{SHARDS}/{paths['val'].name}", **stats["val"]},
+        "counts": f"{SHARDS}/{paths['counts'].name}", "seconds": round(time.time() - t0, 3),
         "cpu_seconds": round(time.process_time() - cpu0, 3),  # this process's CPU time (all its threads)
     }
     atomic.write_text(paths["marker"], json.dumps(marker, indent=1))  # last: the piece is now finished
@@ -228,7 +230,7 @@ def _tokenize_piece_unsafe(job: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _finished(out: Path, index: int, tokenizer_sha: str, itemsize: int) -> dict[str, Any] | None:
-    paths = _shard_paths(out, index)
+    paths = shard_files(out, index)
     try:
         marker = json.loads(paths["marker"].read_text())
     except (OSError, ValueError):
@@ -262,7 +264,7 @@ def _finalize(out: Path, cfg: Mapping[str, Any], settings: Mapping[str, Any], ke
     # Merged validation split: whole shards' val tokens in piece order, cut at max_val_tokens.
     cap = settings.get("max_val_tokens")
     written = 0
-    with atomic.atomic_file(out / "val.bin", "wb") as fh:
+    with atomic.atomic_file(out / VAL_TOKENS, "wb") as fh:
         for m in markers:
             if cap is not None and written >= cap:
                 break
@@ -273,9 +275,9 @@ def _finalize(out: Path, cfg: Mapping[str, Any], settings: Mapping[str, Any], ke
     if written == 0:
         raise ConfigError("data.val_fraction", f"no document of {out} fell in the held-out split",
                           "raise val_fraction or use more, smaller documents (e.g. data.doc_separator)")
-    val = np.fromfile(out / "val.bin", dtype=dtype)
+    val = np.fromfile(out / VAL_TOKENS, dtype=dtype)
     tbytes = token_byte_lengths(tok.tokenizer, vocab)
-    with atomic.atomic_file(out / "token_bytes.npy", "wb") as fh:
+    with atomic.atomic_file(out / TOKEN_BYTES, "wb") as fh:
         np.save(fh, tbytes)
 
     weights = {s.name: s.weight for s in streams}
@@ -319,7 +321,7 @@ def pretokenize(cfg: Mapping[str, Any], out_dir: str | os.PathLike | None = None
     pieces = _fingerprint([p for s in streams for p in plan_pieces(s, shard_bytes)])
     plan = {"cache_key": key, "settings": settings, "pieces": pieces}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "shards").mkdir(exist_ok=True)
+    (out / SHARDS).mkdir(exist_ok=True)
     if (out / PLAN).exists():
         old = json.loads((out / PLAN).read_text())
         if old["cache_key"] != key:

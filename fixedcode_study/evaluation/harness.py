@@ -10,7 +10,7 @@ From Python (training calls this at the end of a job when eval.tasks is non-empt
     record = evaluate_checkpoint(checkpoint_dir, cfg.eval, prepared_root=prepared.root)
     record["tasks"]["hellaswag"]["acc_norm"], record["tasks"]["hellaswag"]["acc_norm_stderr"]
 
-The record (SCHEMA.md "eval"): lm_eval_version, tasks {task: {metric: value, metric_stderr: value}}
+The record (docs/results-schema.md, "eval"): lm_eval_version, tasks {task: {metric: value, metric_stderr: value}}
 for the requested tasks (groups such as mmlu give their aggregate), subtasks (members of groups),
 headline (the metrics the suite reports), n_samples, task_versions, settings, checkpoint,
 weights_sha256, seconds. A stderr lm-eval does not compute (e.g. wikitext perplexities) is null.
@@ -23,7 +23,6 @@ never read for different weights.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import tempfile
@@ -34,8 +33,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ..data.layout import read_meta
 from ..errors import ConfigError
 from ..record import atomic
+from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, weights_file
 
 DEFAULTS: dict[str, Any] = {
     "name": "custom", "tasks": [], "metrics": {}, "num_fewshot": 0, "batch_size": 32, "limit": None,
@@ -83,23 +84,24 @@ def find_prepared_root(checkpoint_dir: Path, ckpt_config: Mapping[str, Any], exp
     key = (ckpt_config.get("data") or {}).get("cache_key")
     if explicit:
         root = Path(explicit).expanduser().resolve()
-        meta = root / "meta.json"
-        if not meta.exists():
-            raise ConfigError("eval.prepared_root", f"{meta} does not exist", "point it at a prepared data cache folder")
-        found = json.loads(meta.read_text()).get("cache_key")
+        meta = read_meta(root)
+        if meta is None:
+            raise ConfigError("eval.prepared_root", f"{root} holds no prepared data cache",
+                              "point it at a prepared data cache folder")
+        found = meta.get("cache_key")
         if key and found != key:
             raise ConfigError("eval.prepared_root", f"cache {found} is not the checkpoint's corpus ({key})",
                               "use the cache the checkpoint was trained on, so held-out documents are held out")
         return root
     if not key:
-        raise ConfigError("eval.prepared_root", f"{checkpoint_dir}/config.json records no data cache key",
+        raise ConfigError("eval.prepared_root", f"{checkpoint_dir / CHECKPOINT_CONFIG_FILE} records no data cache key",
                           "pass eval.prepared_root=<data cache folder>")
     data_cfg = ckpt_config.get("data_config") or {}
     roots = [data_cfg.get("cache_dir"), cache_dir, os.environ.get("FIXEDCODE_CACHE"),
              "~/.cache/fixedcode_study"]
     for root in dict.fromkeys(r for r in roots if r):
         for candidate in sorted(Path(os.path.expanduser(root)).glob(f"*-{key}")):
-            if (candidate / "meta.json").exists():
+            if read_meta(candidate) is not None:
                 return candidate.resolve()
     if data_cfg:  # rebuild the cache from the job's data config (deterministic)
         from ..data.prepare import prepare
@@ -155,7 +157,6 @@ def evaluate_checkpoint(checkpoint_dir: str | os.PathLike, eval_cfg: Mapping[str
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from ..record.checkpoint import weights_file
     from .lm import FixedCodeLM
     from .tasks import BUILTIN_TASKS, write_tasks
 

@@ -46,7 +46,7 @@ from tqdm import tqdm
 from ..data.tokenizer import end_of_text_id
 from ..errors import ConfigError
 from ..model import Decoder
-from ..record.checkpoint import load_checkpoint
+from ..record.checkpoint import TOKENIZER_FILE, load_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class FixedCodeLM(TemplateLM):
 
     @property
     def tokenizer_name(self) -> str:
-        return (self.checkpoint or "in-memory") + "/tokenizer.json"
+        return str(Path(self.checkpoint) / TOKENIZER_FILE) if self.checkpoint else "in-memory"
 
     def get_model_info(self) -> dict[str, Any]:
         """Recorded by simple_evaluate under results['config']."""

@@ -18,6 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+# mkstemp/mkdtemp create 0600/0700 entries; a record file must get the mode a plain open() would
+# (0666/0777 minus the umask), or a shared cache or pre-tokenized folder becomes unreadable to others.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+FILE_MODE, DIR_MODE = 0o666 & ~_UMASK, 0o777 & ~_UMASK
+
 
 def fsync_path(path: str | os.PathLike) -> None:
     """Flush a file, or a folder and every file below it, to disk."""
@@ -72,6 +78,7 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) ->
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, FILE_MODE)
     try:
         with os.fdopen(fd, mode, **open_kwargs) as fh:
             yield fh
@@ -89,21 +96,26 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) ->
 def atomic_dir(path: str | os.PathLike, keep_existing: bool = False) -> Iterator[Path]:
     """`with atomic_dir(p) as tmp: write files into tmp`: then tmp becomes p in one rename.
 
-    keep_existing=True is for caches that several processes may build at once: if `p` appeared
-    meanwhile (another process finished first), the new copy is discarded and `p` is kept.
+    keep_existing=True is for caches that several processes may build at once (every rank of a
+    first distributed run): the first copy to arrive wins and is never moved, later copies are
+    discarded, so a reader that already holds the cache never sees it disappear.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    os.chmod(tmp, DIR_MODE)
     try:
         yield tmp
-        if keep_existing and path.exists():
-            return
-        try:
+        if not keep_existing:
             place(tmp, path)
-        except OSError:
-            if not (keep_existing and path.exists()):
-                raise
+        elif not path.exists():
+            fsync_path(tmp)
+            try:
+                os.rename(tmp, path)  # fails when another process's copy arrived first: keep that one
+            except OSError:
+                if not path.exists():
+                    raise
+            _fsync_dir(path.parent)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -29,10 +29,10 @@ from ..build import build_model
 from ..errors import ConfigError
 from ..model import Decoder
 from .atomic import atomic_dir
-from .jobdir import WEIGHTS_FILE
+from .jobdir import WEIGHTS_FILE, JobDir
 
 FORMAT_VERSION = 1
-CONFIG_FILE = "config.json"
+CHECKPOINT_CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -63,7 +63,7 @@ def save_checkpoint(
             "input_props": model.input.properties(),
             **({k: _plain(v) if isinstance(v, DictConfig) else v for k, v in extra.items()} if extra else {}),
         }
-        (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
+        (tmp / CHECKPOINT_CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
         shutil.copyfile(tokenizer_path, tmp / TOKENIZER_FILE)
     return directory
 
@@ -89,7 +89,8 @@ class Checkpoint:
 
     @property
     def data_config(self) -> dict[str, Any] | None:
-        """The job's data settings (conf `data` group, resolved), to find or rebuild its held-out split."""
+        """The job's data settings (conf `data` group, resolved), to find or rebuild its held-out split
+        (for checkpoints older than this field, read from the job's results.json when it is there)."""
         return self.config.get("data_config")
 
 
@@ -109,7 +110,7 @@ def load_tokenizer(path: str | os.PathLike):
 def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
     """Rebuild the exact model; a config that does not match the weights is a clear error."""
     directory = Path(directory)
-    cfg_path, weights_path = directory / CONFIG_FILE, directory / WEIGHTS_FILE
+    cfg_path, weights_path = directory / CHECKPOINT_CONFIG_FILE, directory / WEIGHTS_FILE
     for p in (cfg_path, weights_path):
         if not p.exists():
             raise ConfigError("checkpoint", f"{p} does not exist", "point checkpoint= at a directory written by run")
@@ -137,4 +138,13 @@ def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "
                           "check input.matrix_seed/min_weight in config.json")
     model.load_state_dict(state)
     tokenizer = load_tokenizer(directory / TOKENIZER_FILE)
+    if "data_config" not in config:
+        config["data_config"] = _data_config_from_job(directory)
     return Checkpoint(directory, model.to(device).eval(), tokenizer, config)
+
+
+def _data_config_from_job(directory: Path) -> dict[str, Any] | None:
+    """Checkpoints written before config.json carried `data_config`: the job's record has it."""
+    job = JobDir.of_final_checkpoint(directory)
+    record = job.read_results() if job else None
+    return ((record or {}).get("config") or {}).get("data")

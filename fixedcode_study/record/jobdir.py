@@ -21,9 +21,9 @@ re-running resumes it. Each write is atomic (record/atomic.py).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
+import shutil
 import socket
 import time
 import uuid
@@ -36,7 +36,7 @@ from . import atomic
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
 METRICS_FILE = "metrics.csv"
-CONFIG_FILE = "config.yaml"
+JOB_CONFIG_FILE = "config.yaml"
 GF2_MATRIX_FILE = "gf2_matrix.json"
 LOCK_FILE = ".lock"
 CHECKPOINTS = "checkpoints"
@@ -56,6 +56,14 @@ class JobDir:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
+
+    @classmethod
+    def of_final_checkpoint(cls, checkpoint: str | os.PathLike) -> "JobDir | None":
+        """The job that wrote a final checkpoint folder, when it sits where jobs put it."""
+        checkpoint = Path(checkpoint).resolve()
+        if checkpoint.name != FINAL_CHECKPOINT or checkpoint.parent.name != CHECKPOINTS:
+            return None
+        return cls(checkpoint.parent.parent)
 
     def __repr__(self) -> str:
         return f"JobDir({str(self.path)!r})"
@@ -83,7 +91,7 @@ class JobDir:
 
     @property
     def config(self) -> Path:
-        return self.path / CONFIG_FILE
+        return self.path / JOB_CONFIG_FILE
 
     @property
     def gf2_matrix(self) -> Path:
@@ -108,11 +116,20 @@ class JobDir:
         """last.ckpt when a previous attempt left one, else None."""
         return self.last_checkpoint if self.last_checkpoint.exists() else None
 
+    @staticmethod
+    def partial(checkpoint: Path) -> Path:
+        """Where a checkpoint is written before it is renamed into place (training/resume.py)."""
+        return checkpoint.with_name(f".{checkpoint.name}.tmp")
+
     def drop_resume_state(self) -> None:
-        """Remove last.ckpt (and a save that was cut short) once the job no longer needs it."""
+        """Remove last.ckpt (and a save that was cut short) once the job no longer needs it.
+        Either may be a folder (FSDP's sharded state_dict_type writes one)."""
         last = self.last_checkpoint
-        for leftover in (last, last.with_name(f".{last.name}.tmp")):
-            leftover.unlink(missing_ok=True)
+        for leftover in (last, self.partial(last)):
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink(missing_ok=True)
 
     # -- the record --------------------------------------------------------------------------------
     def read_results(self) -> dict[str, Any] | None:
@@ -156,6 +173,8 @@ class JobDir:
         otherwise train into the same directory at once. The lock dies with its process, so a
         killed job never leaves a stale lock behind.
         """
+        import fcntl  # POSIX only; imported here so analysis (which reads the names above) runs anywhere
+
         self.path.mkdir(parents=True, exist_ok=True)
         with open(self.path / LOCK_FILE, "a+") as fh:
             try:

@@ -55,10 +55,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from .. import accounting
 from ..build import build_model
-from ..config import compose
+from ..config import compose_variant
 from ..errors import ConfigError
 from ..model import ModelConfig
-from ..record.checkpoint import CONFIG_FILE, save_checkpoint, weights_file
+from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, save_checkpoint, weights_file
 from ..training.task import LanguageModelTask
 
 BENCH_VERSION = 2
@@ -373,17 +373,13 @@ def checkpoint_bytes(name: str, model: torch.nn.Module, cfg: DictConfig, workdir
             save_checkpoint(target, model, OmegaConf.to_container(cfg.model, resolve=True),
                             OmegaConf.to_container(cfg.input, resolve=True), tokenizer)
             weights = weights_file(target).stat().st_size
-            config = (target / CONFIG_FILE).stat().st_size
+            config = (target / CHECKPOINT_CONFIG_FILE).stat().st_size
         return {"weights_bytes": weights, "config_bytes": config, "total_bytes": weights + config}
     finally:
         shutil.rmtree(target, ignore_errors=True)  # 1.7B checkpoints are 7 GB each
 
 
 # -- the benchmark ---------------------------------------------------------------------------------
-
-def compose_variant(overrides: list[str], input_name: str) -> DictConfig:
-    return compose([o for o in overrides if not o.startswith("input=")] + [f"input={input_name}"])
-
 
 def variant_configs(overrides: list[str], inputs: Sequence[str]) -> dict[str, DictConfig]:
     """One composed config per input variant; an `input=` override picks the single variant."""

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 
 from ..build import resolve_input_references
-from ..config import compose
+from ..config import compose_variant
 from ..errors import ConfigError
 from ..inputs import FixedCode, InputInterface, build_input
 
@@ -43,7 +43,7 @@ def _sync(device: torch.device) -> None:
 
 def build_layer(name: str, vocab_size: int, d_model: int, overrides: list[str]) -> InputInterface:
     """The input interface exactly as training builds it, from conf/input/<name>.yaml."""
-    cfg = compose([o for o in overrides if not o.startswith("input=")] + [f"input={name}"])
+    cfg = compose_variant(overrides, name)
     return build_input(resolve_input_references(cfg.input), vocab_size, d_model, float(cfg.model.init_std))
 
 
@@ -144,7 +144,7 @@ def run_input_bench(overrides: list[str] | None = None, *, inputs: tuple[str, ..
         rows.append({"name": name, "forward_ms": fwd, "backward_ms": bwd, "optimizer_ms": opt,
                      "forward_backward_ms": fwd + bwd, "total_ms": fwd + bwd + opt,
                      "forward_ms_min": min(c["fwd"]) * 1e3,
-                     "trainable_params": trainable, "adamw_state_bytes": 16 * trainable})
+                     "trainable_params": trainable, "adamw_state_bytes": 16 * trainable})  # fp32: w, grad, 2 moments
     base = next((r for r in rows if r["name"] == "learned"), None)
     if base:
         for r in rows:

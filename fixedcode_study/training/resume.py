@@ -173,7 +173,7 @@ class ResumableCheckpoint(L.Callback):
     def save(self, trainer: L.Trainer, path: Path) -> None:
         """Collective: every rank calls it; the strategy decides who writes (rank 0 unless sharded)."""
         self._rng_for_save = self._gather_rng(trainer)
-        tmp = path.with_name(f".{path.name}.tmp")
+        tmp = JobDir.partial(path)
         if trainer.is_global_zero:
             path.parent.mkdir(parents=True, exist_ok=True)
             if tmp.is_dir():
@@ -216,7 +216,7 @@ class ResumableCheckpoint(L.Callback):
         train_set = trainer.datamodule.train_set
         # Micro-steps are per rank and the global batch's slots are world-size invariant, so this
         # holds even when the resumed run uses a different device count or accumulation.
-        train_set.start_step = step * self.grad_accum
+        train_set.start_micro_step = step * self.grad_accum
         rng = state["rng"]
         if rng:
             self._pending_rng = rng[trainer.global_rank] if len(rng) == trainer.world_size else rng[0]

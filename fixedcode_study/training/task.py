@@ -18,7 +18,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from ..accounting import optimizer_groups
+from ..accounting import optimizer_group_names, optimizer_groups
 from ..model import Decoder
 
 
@@ -42,6 +42,9 @@ class LanguageModelTask(L.LightningModule):
     ):
         super().__init__()
         self.model = model
+        # Groups by name, fixed now: a strategy may wrap and flatten the parameters before the
+        # optimizer is built (FSDP), after which a matrix no longer looks like one.
+        self._group_names = optimizer_group_names(model)
         self.optim_cfg = dict(optim)
         self.max_steps = max_steps
         self.tokens_per_step = tokens_per_step  # global: micro-batch x accumulation x world size
@@ -172,7 +175,7 @@ class LanguageModelTask(L.LightningModule):
     # -- optimisation ------------------------------------------------------------------------
     def param_groups(self) -> list[dict[str, Any]]:
         """AdamW groups (accounting.optimizer_groups: the one rule for every model)."""
-        return optimizer_groups(self.model, self.optim_cfg)
+        return optimizer_groups(self.model, self.optim_cfg, self._group_names)
 
     def configure_optimizers(self):
         cfg = self.optim_cfg

@@ -1,4 +1,4 @@
-"""Synthetic run directories that follow SCHEMA.md exactly, with known numbers, for analysis tests.
+"""Synthetic run directories that follow docs/results-schema.md exactly, with known numbers, for analysis tests.
 
 Also usable by hand to time the report:  python tests/helpers/analysis.py /tmp/runs
 """

@@ -32,9 +32,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ...data.layout import VAL_DOCS
 from ...errors import ConfigError
 from .mirror import official_yaml
-from .yamlio import write_jsonl_atomic, write_task_yaml
+from .yamlio import write_jsonl, write_task_yaml
 
 HELDOUT_PPL = "fixedcode_heldout_ppl"
 HELDOUT_LASTWORD = "fixedcode_heldout_lastword"
@@ -48,7 +49,7 @@ _CLAUSE_END = set(".!?;:")  # the target closes a sentence or clause, as LAMBADA
 
 
 def read_val_docs(prepared_root: Path) -> list[dict[str, str]]:
-    path = prepared_root / "val_docs.jsonl"
+    path = prepared_root / VAL_DOCS
     if not path.exists():
         raise ConfigError("eval.prepared_root", f"{path} does not exist",
                           "point it at a data cache written by fixedcode_study.data.prepare")
@@ -86,14 +87,14 @@ def derive_files(prepared_root: Path, settings: Mapping[str, Any]) -> dict[str, 
     docs = None
     if not ppl_file.exists():
         docs = read_val_docs(prepared_root)
-        write_jsonl_atomic(ppl_file, ({"name": d["name"], "page": d["text"]} for d in docs))
+        write_jsonl(ppl_file, ({"name": d["name"], "page": d["text"]} for d in docs))
     if not lastword_file.exists():
         docs = docs or read_val_docs(prepared_root)
         passages = list(lastword_passages([d["text"] for d in docs], words, limit))
         if not passages:
             raise ConfigError("eval.builtin.lastword_words", f"{words} words per passage yields no passage",
                               "use a smaller lastword_words")
-        write_jsonl_atomic(lastword_file, ({"text": p} for p in passages))
+        write_jsonl(lastword_file, ({"text": p} for p in passages))
     return {HELDOUT_PPL: ppl_file, HELDOUT_LASTWORD: lastword_file}
 
 

@@ -21,6 +21,6 @@ def write_task_yaml(path: Path, config: Mapping[str, Any], functions: Mapping[st
     return path
 
 
-def write_jsonl_atomic(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
+def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     atomic.write_text(path, "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in rows))
     return path

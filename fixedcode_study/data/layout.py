@@ -1,0 +1,45 @@
+"""File names of a prepared data folder, spelled once.
+
+Two writers share one layout, so the trainer reads both the same way (prepare.PreparedData):
+an in-memory preparation (prepare.py) and a pre-tokenized directory (shards.py).
+
+    train.bin         training tokens (in-memory preparation; pre-tokenized data has shards/)
+    val.bin           held-out tokens
+    tokenizer.json    the tokenizer every token was made with
+    token_bytes.npy   UTF-8 bytes per token ID (bits per byte)
+    meta.json         what prepare.py knows about its cache (counts, cache_key, ...)
+    val_docs.jsonl    held-out documents as text (the built-in evaluation tasks read them)
+    manifest.json     a finished pre-tokenized directory's shard list (written last)
+    plan.json         a pre-tokenized directory's settings and pieces (written first)
+    shards/           a pre-tokenized directory's per-piece files
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+TRAIN_TOKENS = "train.bin"
+VAL_TOKENS = "val.bin"
+TOKENIZER = "tokenizer.json"
+TOKEN_BYTES = "token_bytes.npy"
+META = "meta.json"
+VAL_DOCS = "val_docs.jsonl"
+MANIFEST = "manifest.json"
+PLAN = "plan.json"
+SHARDS = "shards"
+
+
+def shard_files(root: str | Path, index: int) -> dict[str, Path]:
+    """The files of pre-tokenized piece `index`: its train and held-out tokens, the train token
+    counts, and the done marker written last."""
+    stem = Path(root) / SHARDS / f"{index:05d}"
+    return {"train": Path(f"{stem}.train.bin"), "val": Path(f"{stem}.val.bin"),
+            "counts": Path(f"{stem}.counts.npy"), "marker": Path(f"{stem}.json")}
+
+
+def read_meta(root: str | Path) -> dict[str, Any] | None:
+    """meta.json of a prepared cache folder, or None when the folder holds no finished cache."""
+    path = Path(root) / META
+    return json.loads(path.read_text()) if path.exists() else None
