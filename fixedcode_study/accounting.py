@@ -67,6 +67,16 @@ def flops_per_token(cfg: "ModelConfig", seq_len: int) -> dict[str, int]:
 
 
 # -- counts of a built model ---------------------------------------------------------------------------
+def module_group(name: str, prefixes: Mapping[str, str] = DECODER_PREFIXES) -> str:
+    """input, head or body: the part of the model a parameter belongs to (the one naming rule that
+    both the counts and the optimizer groups follow)."""
+    if name.startswith(prefixes["input"]):
+        return "input"
+    if name.startswith(prefixes["head"]):
+        return "head"
+    return "body"
+
+
 def parameter_groups(model: "Decoder") -> dict[str, int]:
     """Parameter accounting per group (the study's headline numbers).
 
@@ -77,15 +87,16 @@ def parameter_groups(model: "Decoder") -> dict[str, int]:
     def count(params: Iterable[torch.nn.Parameter], trainable_only: bool = False) -> int:
         return sum(p.numel() for p in params if p.requires_grad or not trainable_only)
 
-    input_params = list(model.input.parameters())
-    body = list(model.blocks.parameters()) + list(model.norm.parameters())
+    by_group: dict[str, list[torch.nn.Parameter]] = {"input": [], "body": [], "head": []}
+    for name, p in model.named_parameters():
+        by_group[module_group(name)].append(p)
     return {
         "total": count(model.parameters()),
         "trainable": count(model.parameters(), trainable_only=True),
-        "input_total": count(input_params),
-        "input_trainable": count(input_params, trainable_only=True),
-        "body": count(body),
-        "head": count(model.head.parameters()),
+        "input_total": count(by_group["input"]),
+        "input_trainable": count(by_group["input"], trainable_only=True),
+        "body": count(by_group["body"]),
+        "head": count(by_group["head"]),
     }
 
 
@@ -93,10 +104,9 @@ def parameter_groups(model: "Decoder") -> dict[str, int]:
 def optimizer_group(name: str, param: torch.nn.Parameter, prefixes: Mapping[str, str] = DECODER_PREFIXES) -> str:
     """The AdamW group of one parameter: the input table and the head are groups of their own (so
     whether they decay is a visible config choice); other matrices decay; vectors (norms) never do."""
-    if name.startswith(prefixes["input"]):
-        return "input"
-    if name.startswith(prefixes["head"]):
-        return "head"
+    part = module_group(name, prefixes)
+    if part != "body":
+        return part
     return "decay" if param.dim() >= 2 else "no_decay"
 
 

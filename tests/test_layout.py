@@ -159,7 +159,8 @@ def test_one_atomic_writer():
 
 
 @pytest.mark.parametrize("function", ["flops_per_token", "matmul_params", "block_params", "body_params",
-                                      "parameter_groups", "optimizer_groups", "adamw_state_bytes"])
+                                      "module_group", "parameter_groups", "optimizer_group", "optimizer_groups",
+                                      "adamw_state_bytes"])
 def test_accounting_facts_have_one_definition(function):
     owners = [name for name, path in MODULES.items()
               for node in ast.walk(ast.parse(path.read_text()))

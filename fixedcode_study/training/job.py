@@ -213,7 +213,7 @@ def train_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None 
 
         # 6. fit, resuming from the last checkpoint when a previous attempt left one
         dm = TokenDataModule(prepared, int(cfg.train.seq_len), int(cfg.train.batch_size), int(cfg.seed),
-                                   int(cfg.train.val_batch_size), grad_accum=plan.grad_accum)
+                             int(cfg.train.val_batch_size), grad_accum=plan.grad_accum)
         task = LanguageModelTask(model, cfg.optim, plan.max_steps, plan.tokens_per_step,
                                  torch.from_numpy(prepared.token_bytes()), int(cfg.train.log_every))
         t0 = time.time()
