@@ -37,7 +37,7 @@ SIZE_MATCH_METHODS = ("d_ff", "n_layer", "n_layer+d_ff")
 def build_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any]) -> Decoder:
     """The one place a Decoder is assembled from configs (train, describe, evaluate, bench)."""
     input_cfg = resolve_input_references(input_cfg)
-    mcfg, size_record = resolve_model_config(model_cfg, input_cfg)
+    mcfg, size_record = match_size(ModelConfig.from_mapping(model_cfg), input_cfg)
     input_layer = build_input(input_cfg, mcfg.vocab_size, mcfg.d_model, mcfg.init_std)
     input_layer.build_info.update(size_record)  # reaches results.json via properties()
     return Decoder(mcfg, input_layer)
@@ -49,11 +49,6 @@ def resolve_input_references(input_cfg: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(cfg.get("init_code"), str):
         cfg["init_code"] = load_option("input", cfg["init_code"], field="input.init_code")
     return cfg
-
-
-def resolve_model_config(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any]) -> tuple[ModelConfig, dict[str, Any]]:
-    """The architecture that will actually be built, and the size-matching record (empty if none)."""
-    return match_size(ModelConfig.from_mapping(model_cfg), resolve_input_references(input_cfg))
 
 
 def trainable_params(cfg: ModelConfig, input_trainable: int) -> int:

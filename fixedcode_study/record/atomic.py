@@ -121,11 +121,6 @@ def atomic_dir(path: str | os.PathLike, keep_existing: bool = False) -> Iterator
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    with atomic_file(path, "wb") as fh:
-        fh.write(data)
-
-
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_file(path, "w", encoding="utf-8") as fh:
         fh.write(text)
