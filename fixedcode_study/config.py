@@ -16,9 +16,19 @@ from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_DIR = str(PROJECT_ROOT / "conf")
-SWEEPS_DIR = PROJECT_ROOT / "sweeps"
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROJECT_ROOT = PACKAGE_DIR.parent  # the checkout, in a source tree or an editable install
+
+
+def _data_dir(name: str, marker: str) -> Path:
+    """conf/ or sweeps/: inside the package in an installed wheel (setup.py ships them there),
+    else beside it at the top of the checkout (source tree, editable install)."""
+    candidates = (PACKAGE_DIR / name, PROJECT_ROOT / name)
+    return next((c for c in candidates if (c / marker).is_file()), candidates[-1])
+
+
+CONFIG_DIR = str(_data_dir("conf", "config.yaml"))
+SWEEPS_DIR = _data_dir("sweeps", "main.yaml")
 
 
 def compose(overrides: Sequence[str] = (), return_hydra_config: bool = False) -> DictConfig:

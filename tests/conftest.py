@@ -1,8 +1,19 @@
-"""Shared test setup: an isolated data cache per test session, and the shared-data location."""
+"""Shared test setup: a hermetic environment for the whole session, and the shared-data location.
+
+Before any test module is imported (libraries read some of these at import time: huggingface_hub,
+datasets, matplotlib), `pytest_configure` points every cache and config folder that the code or
+its libraries write to (the token cache, W&B, Hugging Face, matplotlib, torch/inductor/triton,
+XDG) into one folder under pytest's temp dir, forces W&B offline, makes the Hugging Face Hub
+offline, and drops inherited W&B settings and credentials (WANDB_API_KEY, WANDB_RUN_ID, ...), so
+a logged-in machine with network behaves like CI. Subprocesses inherit the environment, so the
+CLI tests share the same cache and prepare each corpus once per session. `HERMETIC_ENV` lists
+what is set; test_install.py checks it. The previous environment is restored at the end.
+"""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,25 +21,91 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
+# variable -> folder under the session's env root (created empty)
+HERMETIC_DIRS = {
+    "FIXEDCODE_CACHE": "fixedcode_cache",          # token caches (conf/data/*.yaml cache_dir)
+    "FIXEDCODE_OUT": "outputs",                    # out_root when a test gives none (else ./outputs)
+    "WANDB_DIR": "wandb",                          # runs without an explicit dir, debug-cli.log
+    "WANDB_CACHE_DIR": "wandb_cache",              # ~/.cache/wandb (wandb-core logs, artifacts)
+    "WANDB_CONFIG_DIR": "wandb_config",            # ~/.config/wandb (settings)
+    "WANDB_DATA_DIR": "wandb_data",                # ~/.local/share/wandb (staging)
+    "WANDB_ARTIFACT_DIR": "wandb_artifacts",       # ./artifacts
+    "HF_HOME": "hf_home",                          # ~/.cache/huggingface (hub, token, modules)
+    "HF_DATASETS_CACHE": "hf_home/datasets",       # datasets' json/arrow caches (lm-eval tasks)
+    "HF_EVALUATE_CACHE": "hf_home/evaluate",
+    "MPLCONFIGDIR": "matplotlib",                  # ~/.config/matplotlib, font cache
+    "XDG_CACHE_HOME": "xdg_cache",                 # ~/.cache for everything else
+    "XDG_CONFIG_HOME": "xdg_config",               # ~/.config
+    "XDG_DATA_HOME": "xdg_data",                   # ~/.local/share
+    "XDG_STATE_HOME": "xdg_state",                 # ~/.local/state
+    "TORCH_HOME": "torch_home",                    # ~/.cache/torch
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",    # /tmp/torchinductor_$USER (train.compile)
+    "TRITON_CACHE_DIR": "triton",                  # ~/.triton/cache
+    "NUMBA_CACHE_DIR": "numba",
+}
+HERMETIC_VALUES = {
+    "WANDB_MODE": "offline",        # explicit WANDB_MODE wins over logger.wandb.mode=auto (loggers.py)
+    "WANDB_SILENT": "true",
+    "HF_HUB_OFFLINE": "1",          # nothing is fetched from the Hub; tests make or ship their data
+    "HF_DATASETS_OFFLINE": "1",
+}
+DROPPED_PREFIXES = ("WANDB_", "FIXEDCODE_")     # inherited run ids, keys, entities, data dirs
+DROPPED = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "TRANSFORMERS_CACHE", "HUGGINGFACE_HUB_CACHE",
+           "HF_HUB_CACHE", "HF_ASSETS_CACHE")
+
+HERMETIC_ENV: dict[str, str] = {}   # filled by pytest_configure: every variable set above
+_saved: dict[str, str | None] = {}
+
+
+def _env_root(config: pytest.Config) -> Path:
+    factory = getattr(config, "_tmp_path_factory", None)  # pytest's own basetemp (kept for inspection)
+    if factory is not None:
+        return factory.mktemp("session_env", numbered=False)
+    return Path(tempfile.mkdtemp(prefix="fixedcode-session-env-"))
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin has set up the temp dir
+def pytest_configure(config: pytest.Config) -> None:
+    root = _env_root(config).resolve()
+    for key in list(os.environ):
+        if key.startswith(DROPPED_PREFIXES) or key in DROPPED:
+            _saved.setdefault(key, os.environ.pop(key))
+    for key, sub in HERMETIC_DIRS.items():
+        path = root / sub
+        path.mkdir(parents=True, exist_ok=True)
+        HERMETIC_ENV[key] = str(path)
+    HERMETIC_ENV.update(HERMETIC_VALUES)
+    HERMETIC_ENV["FIXEDCODE_TEST_ENV_ROOT"] = str(root)
+    for key, value in HERMETIC_ENV.items():
+        _saved.setdefault(key, os.environ.get(key))
+        os.environ[key] = value
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for key, value in _saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    _saved.clear()
+
+
+@pytest.fixture(scope="session")
+def hermetic_env() -> dict[str, str]:
+    """The variables this session set (all folders lie under HERMETIC_ENV['FIXEDCODE_TEST_ENV_ROOT'])."""
+    return dict(HERMETIC_ENV)
+
+
+@pytest.fixture(scope="session")
+def hermetic_dirs() -> list[str]:
+    """The variables that name a folder (each one under the session's env root)."""
+    return list(HERMETIC_DIRS)
+
 
 @pytest.fixture(scope="session", autouse=True)
-def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Point the token cache (and W&B) away from the user's home for the whole session.
-
-    Subprocesses inherit the environment, so the CLI tests share the same cache and prepare each
-    corpus once per session.
-    """
-    cache = tmp_path_factory.mktemp("fixedcode_cache")
-    old = {k: os.environ.get(k) for k in ("FIXEDCODE_CACHE", "WANDB_SILENT", "WANDB_MODE")}
-    os.environ["FIXEDCODE_CACHE"] = str(cache)
-    os.environ["WANDB_SILENT"] = "true"
-    os.environ.pop("WANDB_MODE", None)  # let the app decide (offline here: no key, no network)
-    yield cache
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+def isolated_cache() -> Path:
+    """The session's token cache (FIXEDCODE_CACHE), shared by in-process and CLI tests."""
+    return Path(HERMETIC_ENV["FIXEDCODE_CACHE"])
 
 
 @pytest.fixture(scope="session")

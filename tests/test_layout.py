@@ -122,7 +122,9 @@ OWNERS = {"fixedcode_study.record.jobdir": JOB_FILES,
 # lm-eval's own task files and HF's tokenizer folders also say config.json / tokenizer.json.
 # (The benchmark also writes a scratch tokenizer file next to the checkpoints it measures.)
 ALSO_SPELLED_BY = {"config.json": {"fixedcode_study.systems.bench", "fixedcode_study.data.tokenizer"},
-                   "tokenizer.json": {"fixedcode_study.data.tokenizer", "fixedcode_study.systems.bench"}}
+                   "tokenizer.json": {"fixedcode_study.data.tokenizer", "fixedcode_study.systems.bench"},
+                   # conf/config.yaml, Hydra's root config, shares the job config's file name
+                   "config.yaml": {"fixedcode_study.config"}}
 
 
 def _spells(text: str, file_name: str) -> bool:
