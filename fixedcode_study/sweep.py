@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from .accounting import flops_per_token, parameter_groups
 from .build import build_model
 from .config import SWEEPS_DIR, compose, override_key
 from .errors import ConfigError
+from .training.resume import PREEMPT_EXIT_CODE
 
 SCALES = ("cpu", "paper")
 
@@ -215,13 +217,42 @@ def describe_plan(study: Study, scale: str, jobs: list[Job], facts: list[dict[st
 
 # -- running -----------------------------------------------------------------------------------------
 def run_study(study: Study, scale: str, extra: list[str]) -> int:
-    """Launch every grid as its own `run -m` process; returns the number of grids that reported failures."""
+    """Launch every grid as its own `run -m` process; returns the number of grids that reported failures.
+
+    A preemption stops the study: a grid that exits 143 (its job saved a checkpoint and recorded
+    `preempted`), or a preemption signal sent to this launcher (forwarded to the running grid,
+    which then stops the same way), ends the sweep with exit status 143, so a scheduler requeues
+    the same command and every job resumes where it stopped.
+    """
     failed = 0
-    for grid in launch_overrides(study, scale, extra):
-        cmd = [sys.executable, "-m", "fixedcode_study.run", "-m", *grid]
-        print("[sweep] $ python -m fixedcode_study.run -m " + " ".join(grid), flush=True)
-        if subprocess.run(cmd).returncode != 0:
-            failed += 1
+    child: subprocess.Popen | None = None
+    stop: list[int] = []
+
+    def forward(signum: int, frame: Any) -> None:
+        stop.append(signum)
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    names = ("SIGTERM", "SIGUSR1", "SIGUSR2")
+    prior = {getattr(signal, n): signal.getsignal(getattr(signal, n)) for n in names if hasattr(signal, n)}
+    for signum in prior:
+        signal.signal(signum, forward)
+    try:
+        for grid in launch_overrides(study, scale, extra):
+            if stop:
+                break
+            cmd = [sys.executable, "-m", "fixedcode_study.run", "-m", *grid]
+            print("[sweep] $ python -m fixedcode_study.run -m " + " ".join(grid), flush=True)
+            child = subprocess.Popen(cmd)
+            code = child.wait()
+            if code == PREEMPT_EXIT_CODE or stop:
+                print(f"[sweep] {study.name}: preempted; re-run the same command to resume", file=sys.stderr, flush=True)
+                sys.exit(PREEMPT_EXIT_CODE)
+            if code != 0:
+                failed += 1
+    finally:
+        for signum, handler in prior.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     return failed
 
 

@@ -63,19 +63,21 @@ def test_a_cache_built_twice_keeps_the_first_copy_in_place(tmp_path):
 def test_job_directory_life_cycle(tmp_path):
     job = JobDir(tmp_path / "input=gf2,seed=1")
     assert job.read_results() is None and not job.is_completed() and job.resume_point() is None
-    record = job.start_attempt({"status": "running"}, previous=None, resuming=False)
+    record = job.start_attempt({"status": "running"}, previous=None, new_life=False)
     assert record["attempts"] == 1 and len(record["wandb_id"]) == 12
     job.write_results(record)
-    again = job.start_attempt({"status": "running"}, previous=job.read_results(), resuming=True)
-    assert again["attempts"] == 2 and again["wandb_id"] == record["wandb_id"]  # a resume continues its W&B run
-    fresh = job.start_attempt({"status": "running"}, previous=job.read_results(), resuming=False)
+    again = job.start_attempt({"status": "running"}, previous=job.read_results(), new_life=False)
+    assert again["attempts"] == 2 and again["wandb_id"] == record["wandb_id"]  # every retry continues its W&B run
+    fresh = job.start_attempt({"status": "running"}, previous=job.read_results(), new_life=True)
     assert fresh["attempts"] == 1 and fresh["wandb_id"] != record["wandb_id"]
 
     job.write_results({"status": "completed", "final": {"val_loss": 5.0}, "checkpoint": "checkpoints/final"})
     assert not job.is_completed()  # says completed, but the weights it points to are missing
     job.final_checkpoint.mkdir(parents=True)
     (job.final_checkpoint / "model.safetensors").write_bytes(b"")
-    assert job.is_completed()
+    assert job.is_completed() and job.is_trained()
+    job.write_results({"status": "eval_failed", "final": {"val_loss": 5.0}, "checkpoint": "checkpoints/final"})
+    assert job.is_trained() and not job.is_completed()  # trained, but what it was asked did not all succeed
     assert JobDir.of_final_checkpoint(job.final_checkpoint).path == job.path.resolve()
     assert JobDir.of_final_checkpoint(tmp_path) is None
 

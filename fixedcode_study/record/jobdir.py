@@ -13,10 +13,19 @@ Every file name of a job is spelled here and nowhere else:
     <job>/checkpoints/final/          final weights (record/checkpoint.py)
     <job>/wandb/                      the job's W&B run (offline or online)
 
-results.json moves running -> completed | failed | preempted. It is `completed` only when it says
-so, holds finite-typed final numbers, and the final weights it points to exist; anything less is
-re-run or resumed rather than trusted. `preempted`: stopped by a signal after saving last.ckpt;
-re-running resumes it. Each write is atomic (record/atomic.py).
+results.json moves running -> completed | eval_failed | failed | preempted:
+
+  completed    everything the job was asked to do succeeded: trained, final weights saved, and the
+               requested evaluation (if any) recorded. Only this status is a result.
+  eval_failed  trained and saved, but the requested evaluation failed (`eval.error` says why);
+               re-running evaluates again without retraining.
+  failed       an error stopped it; re-running resumes from last.ckpt when there is one.
+  preempted    stopped by a signal (last.ckpt saved when it happened inside the training loop);
+               re-running resumes it.
+
+`trained` (is_trained) means the final weights and numbers exist, whatever the status: a job
+stopped during evaluation is never trained twice. Every record carries the job's fingerprint
+(record/fingerprint.py). Each write is atomic (record/atomic.py) and happens under the job lock.
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ FINAL_CHECKPOINT = "final"
 WEIGHTS_FILE = "model.safetensors"  # inside a final checkpoint (record/checkpoint.py writes it)
 
 RUNNING, COMPLETED, FAILED, PREEMPTED = "running", "completed", "failed", "preempted"
+EVAL_FAILED = "eval_failed"
+WANDB_DIR = "wandb"
 
 
 class JobBusy(RuntimeError):
@@ -88,6 +99,10 @@ class JobDir:
         aside = self.path / f"metrics.unfinished-{time.strftime('%Y%m%d-%H%M%S')}.csv"
         os.replace(self.metrics, aside)
         return aside
+
+    @property
+    def wandb_dir(self) -> Path:
+        return self.path / WANDB_DIR
 
     @property
     def config(self) -> Path:
@@ -144,11 +159,10 @@ class JobDir:
     def write_results(self, record: Mapping[str, Any]) -> None:
         atomic.write_json(self.results, record)
 
-    def is_completed(self) -> bool:
-        """The completion marker: results.json says completed AND holds the final numbers AND the
-        final weights it points to exist."""
-        res = self.read_results()
-        if not res or res.get("status") != COMPLETED:
+    def is_trained(self, record: Mapping[str, Any] | None = None) -> bool:
+        """Final numbers recorded AND the final weights they point to exist (any status)."""
+        res = self.read_results() if record is None else record
+        if not res:
             return False
         final = res.get("final")
         if not isinstance(final, dict) or not isinstance(final.get("val_loss"), (int, float)):
@@ -156,12 +170,22 @@ class JobDir:
         ckpt = res.get("checkpoint")
         return bool(ckpt) and (self.path / ckpt / WEIGHTS_FILE).exists()
 
-    def start_attempt(self, record: dict[str, Any], previous: Mapping[str, Any] | None, resuming: bool) -> dict[str, Any]:
-        """Number this attempt and pick its W&B run id: a resumed job continues its run, a fresh
-        start gets a new one. Returns the record (updated in place)."""
+    def is_completed(self) -> bool:
+        """The completion marker: results.json says completed AND the job is trained."""
+        res = self.read_results()
+        return bool(res) and res.get("status") == COMPLETED and self.is_trained(res)
+
+    def start_attempt(self, record: dict[str, Any], previous: Mapping[str, Any] | None, new_life: bool) -> dict[str, Any]:
+        """Number this attempt and give it the job's W&B run id.
+
+        One W&B run per job life: every retry, resume and eval-only re-run keeps the stored id; a
+        new life (training from step 0 over a previous one that W&B already holds curves of, or
+        force=true) starts a new run and attempt count. Returns the record (updated in place).
+        """
         previous = previous or {}
-        record["attempts"] = int(previous.get("attempts", 0)) + 1 if resuming else 1
-        record["wandb_id"] = previous.get("wandb_id") if resuming and previous.get("wandb_id") else uuid.uuid4().hex[:12]
+        keep = not new_life and previous.get("wandb_id")
+        record["attempts"] = int(previous.get("attempts", 0)) + 1 if keep else 1
+        record["wandb_id"] = previous["wandb_id"] if keep else uuid.uuid4().hex[:12]
         return record
 
     # -- exclusive use ------------------------------------------------------------------------------

@@ -1,24 +1,34 @@
-"""One training job, start to finish: data -> model -> Lightning fit -> checkpoint -> results.json.
+"""One job, start to finish, under its lock: decide -> (train | evaluate | skip) -> results.json.
 
-`train_job` is what the Hydra app calls per job; it is plain Python so tests and other launchers
-can call it directly with a composed config. Its steps, in order:
-  1. seed, plan the global batch       5. trainer (strategy from conf/trainer) + resume point
-  2. build the model                   6. fit, resuming from checkpoints/last.ckpt if present
-  3. prepare data (cached)             7. final validation (unless the budget ended on one)
-  4. records, config, loggers (rank 0) 8. final weights (safetensors), optional lm-eval suite,
-                                          and results.json "completed"
+`run_job` is what the Hydra app calls per job (`train_job` is the same, returning the record); it
+is plain Python so tests and other launchers can call it with a composed config. It
 
+  0. validates every setting (training/settings.py) and computes the job's fingerprint
+     (record/fingerprint.py) before touching the job directory;
+  1. takes the job lock (rank 0), then decides from the record on disk:
+       - trained before under another fingerprint, or a last.ckpt from other settings: refused,
+         naming the keys that differ (force=true retrains from scratch);
+       - completed, and any requested evaluation recorded with today's settings: skipped;
+       - trained (final weights saved) but not completed, or a new evaluation is asked: the
+         remaining work only (W&B catch-up, evaluation), never a second training;
+       - otherwise: train, resuming from last.ckpt when a previous attempt left one;
+  2. training: seed, batch plan, model, W&B run, data, trainer, fit, final validation, final
+     weights, then the optional lm-eval suite; `completed` only when all of it succeeded, and
+     `eval_failed` (non-zero exit) when only the evaluation did not.
+
+SIGTERM/SIGUSR1/SIGUSR2 at any phase leave status `preempted` and exit 143 (training/resume.py).
 Distributed runs execute this on every rank; only global rank 0 writes the record (results.json,
-config.yaml, metrics.csv, W&B; layout in record/jobdir.py). Resuming is automatic: re-running the
-same command finds last.ckpt in the job directory (see resume.py for what a checkpoint holds).
+config.yaml, metrics.csv, W&B; layout in record/jobdir.py).
 """
 
 from __future__ import annotations
 
 import shutil
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 import lightning as L
 import torch
@@ -33,13 +43,46 @@ from ..data.prepare import prepare
 from ..errors import ConfigError
 from ..record import atomic
 from ..record.checkpoint import save_checkpoint
-from ..record.jobdir import COMPLETED, FAILED, PREEMPTED, RUNNING, SCHEMA_VERSION, JobDir, versions
-from .loggers import LongCSVLogger, make_wandb_logger
+from ..record.fingerprint import differences, fingerprint
+from ..record.jobdir import (
+    COMPLETED,
+    EVAL_FAILED,
+    FAILED,
+    PREEMPTED,
+    RUNNING,
+    SCHEMA_VERSION,
+    JobDir,
+    versions,
+)
+from .loggers import LongCSVLogger, WandbMirror
 from .plan import BatchPlan, plan_batch
-from .resume import PREEMPT_EXIT_CODE, Preempted, ResumableCheckpoint, checkpoint_step, trim_metrics
+from .resume import (
+    PREEMPT_EXIT_CODE,
+    PREEMPT_SIGNALS,
+    PreemptionGuard,
+    Preempted,
+    ResumableCheckpoint,
+    checkpoint_fingerprint,
+    checkpoint_step,
+    trim_metrics,
+)
+from .settings import validate_settings
 from .task import LanguageModelTask
 
-__all__ = ["base_record", "evaluate_into", "train_job", "wants_eval"]
+__all__ = ["JobOutcome", "base_record", "evaluate_into", "run_job", "train_job", "wants_eval"]
+
+# Evaluation settings that change the numbers; a stored evaluation with other values is stale.
+EVAL_IDENTITY = ("num_fewshot", "limit", "data_dir", "dtype")
+
+
+@dataclass
+class JobOutcome:
+    action: str              # "trained" | "evaluated" | "skipped"
+    record: dict[str, Any]   # the job's results.json as it now stands
+
+    @property
+    def ok(self) -> bool:
+        return self.record.get("status") == COMPLETED
 
 
 def base_record(cfg: DictConfig, job: JobDir, overrides: list[str]) -> dict[str, Any]:
@@ -61,9 +104,284 @@ def base_record(cfg: DictConfig, job: JobDir, overrides: list[str]) -> dict[str,
     }
 
 
+class Recorder:
+    """results.json and its W&B mirror, written together (rank 0 only; a no-op elsewhere)."""
+
+    def __init__(self, job: JobDir, record: dict[str, Any], is_zero: bool):
+        self.job, self.record, self.is_zero = job, record, is_zero
+        self.mirror: WandbMirror | None = None
+
+    def write(self, **updates: Any) -> None:
+        self.record.update(updates)
+        if not self.is_zero:
+            return
+        self.job.write_results(self.record)
+        if self.mirror is not None:
+            self.mirror.sync_record(self.record)
+
+    def open_mirror(self, cfg: DictConfig, config: dict[str, Any]) -> None:
+        """The job's W&B run (id from the record), when the logger config asks for one."""
+        if not (self.is_zero and cfg.logger.get("wandb")):
+            return
+        self.mirror = WandbMirror(
+            cfg.logger.wandb, self.job, run_id=self.record["wandb_id"], run_name=f"{cfg.name}/{self.job.name}",
+            group=cfg.name, job_type=cfg.input.name,
+            tags=[f"input:{cfg.input.name}", f"seed:{cfg.seed}", f"model:{cfg.model.name}"],
+            config=config)
+
+    def sync_history(self, upto: int | None = None) -> None:
+        if self.mirror is not None:
+            self.mirror.sync_history(upto)
+
+    def close(self) -> None:
+        if self.mirror is not None:
+            self.mirror.finish(ok=self.record.get("status") == COMPLETED)
+            self.mirror = None
+
+    def stopped(self, err: BaseException) -> None:
+        """Record why the job stopped: a signal is `preempted`, anything else `failed`."""
+        # Under ddp_spawn a preempted worker reaches us as torch's ProcessExitedException carrying
+        # the preemption exit status: it is still a preemption (checkpoint written), not a failure.
+        preempted = isinstance(err, Preempted) or getattr(err, "exit_code", None) == PREEMPT_EXIT_CODE
+        self.write(status=PREEMPTED if preempted else FAILED, error=f"{type(err).__name__}: {err}".splitlines()[0],
+                   finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+
+@contextmanager
+def job_lock(job: JobDir) -> Iterator[None]:
+    """The job directory's lock, held by rank 0 only (other ranks of a distributed job follow it)."""
+    if rank_zero_only.rank != 0:
+        yield
+        return
+    with job.lock():
+        yield
+
+
 def _checkpoint_cfg(cfg: DictConfig) -> DictConfig:
     return cfg.get("checkpoint") or OmegaConf.create({})
 
+
+def job_fingerprint(cfg: DictConfig, plan: BatchPlan) -> dict[str, Any]:
+    return fingerprint(OmegaConf.to_container(cfg, resolve=True), list(cfg.job_key_ignore), plan.identity())
+
+
+def refuse_stale(job: JobDir, previous: Mapping[str, Any] | None, current: Mapping[str, Any], resume: bool) -> None:
+    """Stop before reusing anything computed under another fingerprint: trained weights, or the
+    checkpoint a resume would continue from. Nothing reused, nothing to refuse."""
+    fix = "re-run with force=true to retrain it from scratch, or pass another name= to keep both"
+    if previous and job.is_trained(previous):
+        what, stored = "trained model", previous.get("fingerprint")
+    elif resume and job.resume_point() is not None:
+        what, stored = "resume checkpoint", checkpoint_fingerprint(job.last_checkpoint)
+    else:
+        return
+    if stored is None:
+        raise ConfigError("force", f"{job.path} holds a {what} recorded without a fingerprint (an older version)", fix)
+    diffs = differences(stored, current)
+    if diffs:
+        raise ConfigError("force", f"{job.path} holds a {what} computed under other settings: {'; '.join(diffs)}", fix)
+
+
+def wants_eval(cfg: DictConfig) -> bool:
+    return bool(cfg.get("eval") and cfg.eval.get("tasks"))
+
+
+def needs_eval(record: Mapping[str, Any], cfg: DictConfig) -> bool:
+    """The requested evaluation is missing, failed, or was run with other settings."""
+    from ..evaluation.harness import eval_settings
+
+    done = record.get("eval") or {}
+    if "error" in done or done.get("name") != cfg.eval.name:
+        return True
+    wanted, have = eval_settings(cfg.eval), done.get("settings", {})
+    return (sorted(wanted["tasks"]) != sorted(done.get("tasks", {}))
+            or any(wanted.get(k) != have.get(k) for k in EVAL_IDENTITY))
+
+
+def evaluate_into(ckpt: Path, cfg: DictConfig, prepared_root: Path | None) -> dict[str, Any]:
+    """Run the configured lm-eval suite on the final weights; the record for results.json "eval".
+
+    An evaluation error does not undo a finished training run: it is recorded as {"error": ...},
+    the job becomes `eval_failed`, and a re-run of the same command retries only the evaluation.
+    A preemption is not an evaluation error: it propagates.
+    """
+    from ..evaluation.harness import evaluate_checkpoint
+
+    try:
+        result = evaluate_checkpoint(ckpt, cfg.eval, prepared_root=prepared_root)
+    except Exception as err:  # noqa: BLE001 - keep the trained model and its validation numbers
+        print(f"[eval] {cfg.eval.name} failed on {ckpt}: {type(err).__name__}: {err}".splitlines()[0])
+        return {"name": cfg.eval.name, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
+    result["name"] = cfg.eval.name
+    return result
+
+
+def _eval_status(record: Mapping[str, Any]) -> str:
+    return EVAL_FAILED if "error" in (record.get("eval") or {}) else COMPLETED
+
+
+def run_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = None) -> JobOutcome:
+    """Validate, lock, decide and do one job (see the module docstring)."""
+    job = JobDir(job_dir)
+    validate_settings(cfg)  # bad input stops here: nothing in the job directory has been touched
+    plan = plan_batch(cfg)
+    current = job_fingerprint(cfg, plan)
+    signals = tuple(_checkpoint_cfg(cfg).get("preempt_signals", PREEMPT_SIGNALS))
+    with job_lock(job), PreemptionGuard(signals) as guard:
+        previous = job.read_results()
+        fresh = bool(cfg.get("force"))
+        if not fresh:
+            refuse_stale(job, previous, current, resume=bool(_checkpoint_cfg(cfg).get("resume", True)))
+        try:
+            if not fresh and previous and job.is_trained(previous):
+                return _finish_trained(cfg, job, dict(previous))
+            return JobOutcome("trained", _train(cfg, job, overrides or [], plan, current, previous, fresh))
+        except Preempted as stop:
+            guard.chain(stop.signum)  # e.g. submitit's requeue, now that the record says `preempted`
+            raise
+
+
+def train_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """`run_job`, returning the job's record (results.json)."""
+    return run_job(cfg, job_dir, overrides).record
+
+
+def _finish_trained(cfg: DictConfig, job: JobDir, record: dict[str, Any]) -> JobOutcome:
+    """A trained job: skip it, or do only what is left (W&B catch-up, evaluation)."""
+    wanted = wants_eval(cfg) and needs_eval(record, cfg)
+    if record.get("status") == COMPLETED and not wanted:
+        return JobOutcome("skipped", record)
+    is_zero = rank_zero_only.rank == 0
+    if not is_zero:
+        return JobOutcome("skipped", record)  # evaluation and the record are rank 0's
+    rec = Recorder(job, record, is_zero)
+    rec.write(status=RUNNING, error=None)
+    try:
+        rec.open_mirror(cfg, record.get("config") or {})
+        rec.sync_history()  # a stop between the final save and the end left curves unsent
+        if wanted:
+            print(f"[run] {job.name} already trained; running eval={cfg.eval.name} on its final checkpoint")
+            rec.record["eval"] = evaluate_into(job.path / record["checkpoint"], cfg, prepared_root=None)
+        elif not wants_eval(cfg) and "error" in (record.get("eval") or {}):
+            rec.record.pop("eval")  # the failed evaluation is no longer asked for
+        rec.write(status=_eval_status(rec.record), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        return JobOutcome("evaluated" if wanted else "trained", rec.record)
+    except BaseException as err:
+        rec.stopped(err)
+        raise
+    finally:
+        rec.close()
+
+
+def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, current: dict[str, Any],
+           previous: Mapping[str, Any] | None, fresh: bool) -> dict[str, Any]:
+    """Train one model (resuming when last.ckpt allows); returns the record."""
+    # Rank from the launcher's environment (RANK / LOCAL_RANK / SLURM_PROCID); confirmed by the
+    # trainer below. Every file write in this function is rank 0's.
+    is_zero = rank_zero_only.rank == 0
+    ckpt_cfg = _checkpoint_cfg(cfg)
+    if fresh and is_zero:  # force=true: nothing of an earlier life is kept as resume state or weights
+        shutil.rmtree(job.checkpoints, ignore_errors=True)
+    ckpt_path = job.resume_point() if ckpt_cfg.get("resume", True) else None
+    record = base_record(cfg, job, overrides)
+    record.update(fingerprint=current, plan=plan.as_record())
+    rec = Recorder(job, record, is_zero)
+    if is_zero:
+        job.path.mkdir(parents=True, exist_ok=True)
+        # A new W&B run only when this attempt starts from step 0 over curves W&B already holds.
+        old_id = (previous or {}).get("wandb_id")
+        new_life = fresh or (ckpt_path is None and bool(old_id) and cfg.logger.get("wandb") is not None
+                             and WandbMirror.has_history(job, old_id))
+        job.start_attempt(record, previous, new_life=new_life)
+    try:
+        rec.write()
+        # 1. seed and batch plan (validated before the lock)
+        L.seed_everything(int(cfg.seed), workers=True, verbose=False)
+        # 2. model (after seeding: init depends on the seed only; built before the data so a bad
+        #    input/model setting fails in seconds rather than after tokenizing a corpus)
+        model = build_model(cfg.model, cfg.input)
+        props = model.input.properties()
+        params = parameter_groups(model)
+        rec.write(input_props=props, params=params, code_width=props.get("code_width"))
+        if is_zero:
+            if ckpt_path is not None:
+                rec.record["resumed_from_step"] = checkpoint_step(ckpt_path)
+                trim_metrics(job.metrics, rec.record["resumed_from_step"])
+            else:  # an attempt that died before its first checkpoint: keep its curves aside
+                job.set_aside_metrics()
+            rec.open_mirror(cfg, {**record["config"], "input_props": props, "params": params,
+                                  "fingerprint": current["sha"]})
+            if ckpt_path is not None:
+                rec.sync_history(rec.record["resumed_from_step"])  # what the checkpoint covers, once
+        # 3. data
+        prepared = prepare(cfg.data)
+        rec.write(data={"name": cfg.data.name, **{k: prepared.meta[k] for k in (
+            "vocab_size", "tokenizer_vocab_size", "train_tokens", "val_tokens", "val_bytes",
+            "unigram_val_ppl", "cache_key")}})
+        if cfg.train.get("compile"):
+            for block in model.blocks:  # per block: the unit FSDP wraps, and small graphs compile fast
+                block.compile()
+
+        # 4. trainer, and who this process is
+        checkpointer = ResumableCheckpoint(
+            job, every_steps=int(ckpt_cfg.get("every_steps", 0)), grad_accum=plan.grad_accum,
+            keep_every_steps=int(ckpt_cfg.get("keep_every_steps", 0)),
+            preempt_signals=tuple(ckpt_cfg.get("preempt_signals", PREEMPT_SIGNALS)),
+            fingerprint=current, after_save=rec.sync_history)
+        trainer = build_trainer(cfg, plan, job.path, [checkpointer])
+        _refuse_reexec_in_sweep(trainer)
+        is_zero = trainer.is_global_zero
+
+        # 5. config files and the local metrics logger: rank 0 only
+        if is_zero:
+            if hasattr(model.input, "matrix_record"):
+                atomic.write_json(job.gf2_matrix, model.input.matrix_record())
+            atomic.write_text(job.config, OmegaConf.to_yaml(cfg, resolve=True))
+        trainer.loggers = [LongCSVLogger(job.metrics)] if is_zero else []
+
+        # 6. fit, resuming from the last checkpoint when a previous attempt left one
+        dm = TokenDataModule(prepared, int(cfg.train.seq_len), int(cfg.train.batch_size), int(cfg.seed),
+                             int(cfg.train.val_batch_size), grad_accum=plan.grad_accum)
+        task = LanguageModelTask(model, cfg.optim, plan.max_steps, plan.tokens_per_step,
+                                 torch.from_numpy(prepared.token_bytes()), int(cfg.train.log_every))
+        t0 = time.time()
+        trainer.fit(task, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
+        fit = _summary(trainer)  # via callback_metrics: also right when ranks ran in spawned processes
+        steps = int(fit["global_step"])
+
+        # 7. final validation unless the budget ended on a validation step
+        if int(fit["last_val_step"]) != steps:
+            trainer.validate(task, datamodule=dm, verbose=False)
+        val = _summary(trainer)
+        wall = time.time() - t0
+
+        # 8. final weights, then the record says "trained" (a later stop never retrains it)
+        final_model = _final_weights(trainer, task, cfg)
+        tokens_seen = steps * plan.tokens_per_step
+        final = {"val_loss": val["val_loss"], "val_ppl": val["val_ppl"], "val_bpb": val["val_bpb"],
+                 "val_tokens": int(val["val_tokens"])}
+        final.update({k: v for k, v in val.items() if k.startswith("val_") and k not in final})
+        if is_zero:
+            ckpt = save_checkpoint(job.final_checkpoint, final_model, cfg.model, cfg.input, prepared.tokenizer_path,
+                                   extra={"data": rec.record["data"], "data_config": cfg.data, "seed": int(cfg.seed),
+                                          "sweep": cfg.name, "fingerprint": current["sha"]})
+            rec.write(final=final, tokens_seen=tokens_seen, steps=steps, checkpoint=str(ckpt.relative_to(job.path)),
+                      train_seconds=round(fit["train_seconds"], 3), wall_seconds=round(wall, 3),
+                      tokens_per_second=tokens_seen / max(fit["train_seconds"], 1e-9))
+            rec.sync_history()  # every curve point: the weights that produced them are saved
+            if wants_eval(cfg):  # 8b. downstream tasks through lm-evaluation-harness
+                rec.record["eval"] = evaluate_into(ckpt, cfg, prepared.root)
+            if not ckpt_cfg.get("keep_last", False):  # the resume state is not needed once trained
+                job.drop_resume_state()
+            rec.write(status=_eval_status(rec.record), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        return rec.record
+    except BaseException as err:
+        rec.stopped(err)
+        if getattr(err, "exit_code", None) == PREEMPT_EXIT_CODE and not isinstance(err, Preempted):
+            raise SystemExit(PREEMPT_EXIT_CODE) from err  # stop the sweep too: the allocation is going
+        raise
+    finally:
+        rec.close()
 
 def build_trainer(cfg: DictConfig, plan: BatchPlan, job_dir: Path, callbacks: list[Any]) -> L.Trainer:
     trainer: L.Trainer = instantiate(
@@ -113,159 +431,5 @@ def _final_weights(trainer: L.Trainer, task: LanguageModelTask, cfg: DictConfig)
     return model
 
 
-def wants_eval(cfg: DictConfig) -> bool:
-    return bool(cfg.get("eval") and cfg.eval.get("tasks"))
-
-
-def evaluate_into(ckpt: Path, cfg: DictConfig, prepared_root: Path | None, wandb_logger: Any = None) -> dict[str, Any]:
-    """Run the configured lm-eval suite on the final weights; the record for results.json "eval".
-
-    An evaluation error does not undo a finished training run: it is recorded as {"error": ...}
-    and a re-run of the same command retries only the evaluation.
-    """
-    from ..evaluation.harness import evaluate_checkpoint, wandb_metrics
-
-    try:
-        result = evaluate_checkpoint(ckpt, cfg.eval, prepared_root=prepared_root)
-    except Exception as err:  # noqa: BLE001 - keep the trained model and its validation numbers
-        print(f"[eval] {cfg.eval.name} failed on {ckpt}: {type(err).__name__}: {err}".splitlines()[0])
-        return {"name": cfg.eval.name, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
-    result["name"] = cfg.eval.name
-    if wandb_logger is not None:
-        # The summary, not a logged step: W&B drops points at a step below the run's current one.
-        wandb_logger.experiment.summary.update(wandb_metrics(result))
-    return result
-
-
 def _summary(trainer: L.Trainer) -> dict[str, float]:
     return {k.split("/", 1)[1]: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("summary/")}
-
-
-def train_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Train one model; returns the completed results record (also written to results.json on rank 0)."""
-    job = JobDir(job_dir)
-    # Rank from the launcher's environment (RANK / LOCAL_RANK / SLURM_PROCID); confirmed by the
-    # trainer below. Every file write in this function is rank 0's.
-    is_zero = rank_zero_only.rank == 0
-    ckpt_cfg = _checkpoint_cfg(cfg)
-    previous = job.read_results() or {}
-    record = base_record(cfg, job, overrides or [])
-    if previous.get("status") == COMPLETED and is_zero:  # force=true: train again from scratch
-        shutil.rmtree(job.checkpoints, ignore_errors=True)
-    ckpt_path = job.resume_point() if ckpt_cfg.get("resume", True) else None
-    if is_zero:
-        job.path.mkdir(parents=True, exist_ok=True)
-        job.start_attempt(record, previous, resuming=ckpt_path is not None)
-        job.write_results(record)
-    wandb_logger = None
-    try:
-        # 1. seed and batch plan
-        if not 0 <= int(cfg.seed) < 2**32:
-            raise ConfigError("seed", f"{cfg.seed} is outside [0, 2^32)", "use a non-negative 32-bit seed")
-        L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-        plan = plan_batch(cfg)
-        # 2. model (after seeding: init depends on the seed only; built before the data so a bad
-        #    input/model setting fails in seconds rather than after tokenizing a corpus)
-        model = build_model(cfg.model, cfg.input)
-        # 3. data
-        prepared = prepare(cfg.data)
-        props = model.input.properties()
-        params = parameter_groups(model)
-        record.update(input_props=props, params=params, code_width=props.get("code_width"),
-                      data={"name": cfg.data.name, **{k: prepared.meta[k] for k in (
-                          "vocab_size", "tokenizer_vocab_size", "train_tokens", "val_tokens",
-                          "val_bytes", "unigram_val_ppl", "cache_key")}},
-                      plan=plan.as_record())
-        if cfg.train.get("compile"):
-            for block in model.blocks:  # per block: the unit FSDP wraps, and small graphs compile fast
-                block.compile()
-
-        # 4. trainer, and who this process is
-        checkpointer = ResumableCheckpoint(
-            job, every_steps=int(ckpt_cfg.get("every_steps", 0)), grad_accum=plan.grad_accum,
-            keep_every_steps=int(ckpt_cfg.get("keep_every_steps", 0)),
-            preempt_signals=tuple(ckpt_cfg.get("preempt_signals", ("SIGTERM", "SIGUSR1", "SIGUSR2"))))
-        trainer = build_trainer(cfg, plan, job.path, [checkpointer])
-        _refuse_reexec_in_sweep(trainer)
-        is_zero = trainer.is_global_zero
-
-        # 5. records, config and loggers: rank 0 only
-        loggers: list[Any] = []
-        if is_zero:
-            job.write_results(record)
-            if hasattr(model.input, "matrix_record"):
-                atomic.write_json(job.gf2_matrix, model.input.matrix_record())
-            atomic.write_text(job.config, OmegaConf.to_yaml(cfg, resolve=True))
-            if ckpt_path is not None:
-                record["resumed_from_step"] = checkpoint_step(ckpt_path)
-                trim_metrics(job.metrics, record["resumed_from_step"])
-            else:  # an attempt that died before its first checkpoint: keep its curves aside
-                job.set_aside_metrics()
-            loggers.append(LongCSVLogger(job.metrics))
-            if cfg.logger.get("wandb"):
-                wandb_logger = make_wandb_logger(
-                    cfg.logger.wandb, job.path, run_name=f"{cfg.name}/{job.name}", group=cfg.name,
-                    job_type=cfg.input.name, tags=[f"input:{cfg.input.name}", f"seed:{cfg.seed}", f"model:{cfg.model.name}"],
-                    config={**record["config"], "input_props": props, "params": params}, run_id=record["wandb_id"],
-                )
-                loggers.append(wandb_logger)
-        trainer.loggers = loggers
-
-        # 6. fit, resuming from the last checkpoint when a previous attempt left one
-        dm = TokenDataModule(prepared, int(cfg.train.seq_len), int(cfg.train.batch_size), int(cfg.seed),
-                             int(cfg.train.val_batch_size), grad_accum=plan.grad_accum)
-        task = LanguageModelTask(model, cfg.optim, plan.max_steps, plan.tokens_per_step,
-                                 torch.from_numpy(prepared.token_bytes()), int(cfg.train.log_every))
-        t0 = time.time()
-        trainer.fit(task, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
-        fit = _summary(trainer)  # via callback_metrics: also right when ranks ran in spawned processes
-        steps = int(fit["global_step"])
-
-        # 7. final validation unless the budget ended on a validation step
-        if int(fit["last_val_step"]) != steps:
-            trainer.validate(task, datamodule=dm, verbose=False)
-        val = _summary(trainer)
-        wall = time.time() - t0
-
-        # 8. final weights and the completed record
-        final_model = _final_weights(trainer, task, cfg)
-        tokens_seen = steps * plan.tokens_per_step
-        final = {"val_loss": val["val_loss"], "val_ppl": val["val_ppl"], "val_bpb": val["val_bpb"],
-                 "val_tokens": int(val["val_tokens"])}
-        record.update(
-            status=COMPLETED, final=final, tokens_seen=tokens_seen, steps=steps,
-            train_seconds=round(fit["train_seconds"], 3), wall_seconds=round(wall, 3),
-            tokens_per_second=tokens_seen / max(fit["train_seconds"], 1e-9),
-            finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        )
-        if is_zero:
-            ckpt = save_checkpoint(job.final_checkpoint, final_model, cfg.model, cfg.input, prepared.tokenizer_path,
-                                   extra={"data": record["data"], "data_config": cfg.data, "seed": int(cfg.seed),
-                                          "sweep": cfg.name})
-            record["checkpoint"] = str(ckpt.relative_to(job.path))
-            if wants_eval(cfg):  # 8b. downstream tasks through lm-evaluation-harness
-                record["eval"] = evaluate_into(ckpt, cfg, prepared.root, wandb_logger)
-            if not ckpt_cfg.get("keep_last", False):  # the resume state is not needed once complete
-                job.drop_resume_state()
-            if wandb_logger is not None:
-                wandb_logger.experiment.summary.update({f"final/{k}": v for k, v in final.items()}
-                                                       | {"tokens_seen": tokens_seen})
-            job.write_results(record)  # the completion marker, written last
-        return record
-    except BaseException as err:
-        # Under ddp_spawn a preempted worker reaches us as torch's ProcessExitedException carrying
-        # the preemption exit status: it is still a preemption (checkpoint written), not a failure.
-        spawned_preempt = getattr(err, "exit_code", None) == PREEMPT_EXIT_CODE
-        status = PREEMPTED if isinstance(err, Preempted) or spawned_preempt else FAILED
-        record.update(status=status, error=f"{type(err).__name__}: {err}".splitlines()[0],
-                      finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        if is_zero:
-            job.write_results(record)
-        if spawned_preempt and not isinstance(err, Preempted):
-            raise SystemExit(PREEMPT_EXIT_CODE) from err  # stop the sweep too: the allocation is going
-        raise
-    finally:
-        if wandb_logger is not None:
-            import wandb
-
-            wandb.finish(exit_code=0 if record["status"] == COMPLETED else 1)

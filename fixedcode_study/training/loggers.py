@@ -5,15 +5,19 @@ appended forever (new metrics never force a rewrite, a resumed run never wipes e
 and is what analysis reads directly. On resume, rows a killed attempt logged *after* the
 checkpoint's step are dropped first (resume.trim_metrics), so each (step, metric) appears once.
 
-W&B runs offline automatically when there is no API key or no route to the server; offline runs
-can be uploaded later with `wandb sync <job_dir>/wandb/offline-run-*`.
+W&B (`WandbMirror`) copies metrics.csv and results.json; it is never ahead of them. It runs
+offline automatically when there is no API key or no route to the server; offline runs can be
+uploaded later with `wandb sync <job_dir>/wandb/offline-run-*`.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import socket
+import subprocess
+import sys
 from argparse import Namespace
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,6 +25,8 @@ from urllib.parse import urlparse
 
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
+
+from ..record.jobdir import JobDir
 
 
 class LongCSVLogger(Logger):
@@ -92,32 +98,110 @@ def resolve_wandb_mode(requested: str) -> str:
     return "offline"
 
 
-def make_wandb_logger(cfg: Mapping[str, Any], job_dir: Path, run_name: str, group: str, job_type: str,
-                      tags: list[str], config: dict[str, Any], run_id: str | None = None):
-    """A Lightning WandbLogger for one job; its curves use training tokens as the x-axis.
+def wandb_logs(wandb_dir: Path, run_id: str) -> list[Path]:
+    """The transaction logs of one W&B run in a job's wandb folder, one per attempt, oldest first."""
+    return sorted(Path(wandb_dir).glob(f"*run-*-{run_id}*/run-{run_id}.wandb"),
+                  key=lambda f: (f.stat().st_mtime_ns, str(f)))
 
-    `run_id` (kept in results.json) makes a resumed job continue the same W&B run rather than
-    start a second one; a fresh start gets a new id.
+
+def read_wandb_log(wandb_dir: Path, run_id: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(history rows, summary) that W&B holds locally for `run_id`, over every attempt.
+
+    Read back from the run's own transaction logs (offline and online runs both write them) with
+    `wandb leet inspect --json`: what W&B will show, not what we meant to send. History rows are
+    the logged dicts (with `_step`), oldest first; the summary is every update applied in order.
     """
-    from lightning.pytorch.loggers import WandbLogger
+    rows: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {}
+    for f in wandb_logs(wandb_dir, run_id):
+        done = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(f)],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"could not read back W&B log {f}: {done.stderr.strip()[:200]}")
+        for line in done.stdout.splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last record from a killed attempt
+            if record.get("type") == "history":
+                rows.append(record["history"]["item"])
+            elif record.get("type") == "summary":
+                summary.update((record["summary"].get("update") or {}))
+                for key in record["summary"].get("remove") or []:
+                    summary.pop(key, None)
+    return rows, summary
 
-    mode = resolve_wandb_mode(str(cfg.get("mode", "auto")))
-    logger = WandbLogger(
-        project=cfg.get("project", "fixedcode-study"),
-        entity=cfg.get("entity"),
-        name=run_name,
-        group=group,
-        job_type=job_type,
-        tags=tags,
-        save_dir=str(job_dir),
-        mode=mode,
-        config=config,
-        reinit="finish_previous",  # several jobs in one process (Hydra multirun) each get a run
-        id=run_id,
-        resume="allow" if run_id else None,
-    )
-    run = logger.experiment
-    run.define_metric("tokens")
-    for prefix in ("train/*", "val/*", "eval/*"):
-        run.define_metric(prefix, step_metric="tokens")
-    return logger
+
+class WandbMirror:
+    """A job's W&B run as a copy of its record, never ahead of it.
+
+    - One run per job life: the id is chosen before the first step, kept in results.json and reused
+      by every retry and every eval-only re-run (training/job.py decides when a life starts).
+    - History is copied from metrics.csv, one `log(row, step=step)` per optimizer step, and only
+      for steps a checkpoint covers (`sync_history(upto)` after last.ckpt is in place, and after
+      the final weights are saved). A killed attempt therefore never leaves W&B points that the
+      resumed run logs again; on start the mirror reads back what W&B already holds
+      (`read_wandb_log`) and sends only what is missing. W&B's history thus equals metrics.csv,
+      point for point, at the cost of curves that lag the run by up to checkpoint.every_steps.
+    - The summary holds the record (`results`: results.json without the config, which is the run
+      config) plus flat `final/*`, `eval/*`, `params/*` keys for the W&B tables.
+    """
+
+    def __init__(self, cfg: Mapping[str, Any], job: JobDir, run_id: str, run_name: str, group: str,
+                 job_type: str, tags: list[str], config: dict[str, Any]):
+        import wandb
+
+        self.wandb_dir = job.wandb_dir
+        self.wandb_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_csv = job.metrics
+        history, _ = read_wandb_log(self.wandb_dir, run_id)
+        self.through = max((int(r["_step"]) for r in history if "_step" in r), default=-1)
+        self.run = wandb.init(
+            project=cfg.get("project", "fixedcode-study"), entity=cfg.get("entity"), name=run_name, group=group,
+            job_type=job_type, tags=tags, dir=str(job.path), mode=resolve_wandb_mode(str(cfg.get("mode", "auto"))),
+            config=config, id=run_id, resume="allow", reinit="finish_previous",
+        )
+        self.run.define_metric("tokens")
+        for prefix in ("train/*", "val/*"):
+            self.run.define_metric(prefix, step_metric="tokens")
+
+    @staticmethod
+    def has_history(job: JobDir, run_id: str) -> bool:
+        return bool(read_wandb_log(job.wandb_dir, run_id)[0])
+
+    def sync_history(self, upto: int | None = None) -> int:
+        """Send metrics.csv rows with through < step <= upto (None: all); returns rows sent."""
+        steps: dict[int, dict[str, float]] = {}
+        if self.metrics_csv.exists():
+            with open(self.metrics_csv, newline="") as fh:
+                for row in csv.DictReader(fh):
+                    try:
+                        step, value = int(row["step"]), float(row["value"])
+                    except (TypeError, ValueError):
+                        continue  # a torn last line: the next sync (or trim on resume) deals with it
+                    if step > self.through and (upto is None or step <= upto):
+                        entry = steps.setdefault(step, {"trainer/global_step": step})
+                        if row["tokens"] != "":
+                            entry["tokens"] = int(row["tokens"])
+                        entry[row["metric"]] = value
+        for step in sorted(steps):
+            self.run.log(steps[step], step=step)
+            self.through = step
+        return len(steps)
+
+    def sync_record(self, record: Mapping[str, Any]) -> None:
+        summary: dict[str, Any] = {"results": {k: v for k, v in record.items() if k != "config"},
+                                   "status": record.get("status")}
+        summary.update({f"final/{k}": v for k, v in (record.get("final") or {}).items()})
+        summary.update({f"params/{k}": v for k, v in (record.get("params") or {}).items()
+                        if isinstance(v, (int, float))})
+        if (record.get("eval") or {}).get("tasks"):
+            from ..evaluation.harness import wandb_metrics
+
+            summary.update(wandb_metrics(record["eval"]))
+        if record.get("tokens_seen") is not None:
+            summary["tokens_seen"] = record["tokens_seen"]
+        self.run.summary.update(summary)
+
+    def finish(self, ok: bool) -> None:
+        self.run.finish(exit_code=0 if ok else 1)

@@ -52,6 +52,10 @@ class BatchPlan:
     def tokens_per_step(self) -> int:
         return self.micro_batch * self.seq_len * self.grad_accum * self.world
 
+    def identity(self) -> dict[str, int]:
+        """What the plan fixes about the computation whatever the device count (for the fingerprint)."""
+        return {"tokens_per_step": self.tokens_per_step, "max_steps": self.max_steps}
+
     def as_record(self) -> dict[str, int]:
         return {"tokens_per_step": self.tokens_per_step, "max_steps": self.max_steps,
                 "micro_batch": self.micro_batch, "grad_accum": self.grad_accum, "world_size": self.world}

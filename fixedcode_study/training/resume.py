@@ -12,9 +12,16 @@ bitwise-identical continuation needs, all as tensors/lists (loadable with weight
 next micro-step of the data order, the torch/CUDA/numpy/python RNG states of every rank, and the
 task's host-side counters (LanguageModelTask.on_save_checkpoint).
 
-Preemption: SIGTERM (and SIGUSR1/SIGUSR2, which SLURM/submitit send before a time limit) only set
-a flag; at the next step boundary every rank agrees, last.ckpt is written, any handler that was
-installed before training (e.g. submitit's requeue) is called, and the job exits with status 143.
+Preemption: inside the training loop SIGTERM (and SIGUSR1/SIGUSR2, which SLURM/submitit send
+before a time limit) only set a flag; at the next step boundary every rank agrees, last.ckpt is
+written and `Preempted` is raised. In every other phase of a job (data preparation, trainer setup,
+final validation, saving the final weights, evaluation) `PreemptionGuard` raises `Preempted` at
+once: everything those phases write is atomic, so stopping anywhere loses only work in progress.
+Either way the job records status `preempted`, then calls any handler installed before the job
+(e.g. submitit's requeue) and exits with status 143.
+
+Every checkpoint carries the job's fingerprint (record/fingerprint.py), so a re-run under other
+settings never resumes it silently (`checkpoint_fingerprint`).
 """
 
 from __future__ import annotations
@@ -46,17 +53,77 @@ class Preempted(SystemExit):
     as a failure and start the next one on an allocation that is going away.
     """
 
-    def __init__(self, step: int, signum: int):
+    def __init__(self, step: int | None, signum: int):
         super().__init__(PREEMPT_EXIT_CODE)
         self.step, self.signum = step, signum
 
     def __str__(self) -> str:
-        return f"preempted by {signal.Signals(self.signum).name} at step {self.step}; checkpoint saved, re-run to resume"
+        name = signal.Signals(self.signum).name
+        if self.step is None:
+            return f"preempted by {name} outside the training loop; re-run to resume from the last checkpoint"
+        return f"preempted by {name} at step {self.step}; checkpoint saved, re-run to resume"
+
+
+class PreemptionGuard:
+    """Turns the preemption signals into `Preempted` for the whole life of a job.
+
+    Outside the training loop the handler raises at once. Inside it, ResumableCheckpoint swaps in
+    its own flag-only handler (a checkpoint must be taken at a step boundary) and Lightning restores
+    this one after fit. `prior` keeps what was installed before the job (a launcher's requeue
+    handler); `chain` calls it once the record says `preempted`.
+    """
+
+    def __init__(self, signals: tuple[str, ...] = PREEMPT_SIGNALS):
+        self.signals = [getattr(signal, s) for s in signals if hasattr(signal, s)]
+        self.prior: dict[int, Any] = {}
+        self._installed = False
+
+    def __enter__(self) -> "PreemptionGuard":
+        import threading
+
+        if threading.current_thread() is threading.main_thread():  # signals can only be set there
+            self.prior = {s: signal.getsignal(s) for s in self.signals}
+            for s in self.signals:
+                signal.signal(s, self._raise)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._installed:
+            for s, handler in self.prior.items():
+                signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+            self._installed = False
+
+    @staticmethod
+    def _raise(signum: int, frame: Any) -> None:
+        raise Preempted(None, signum)
+
+    def chain(self, signum: int) -> None:
+        """Call the handler that was there before the job (e.g. submitit's requeue), if any."""
+        prior = self.prior.get(signum)
+        if callable(prior):
+            prior(signum, None)
+
+
+FINGERPRINT_KEY = "fixedcode_fingerprint"
+
+
+def _load_light(path: str | os.PathLike) -> dict[str, Any]:
+    """A checkpoint's top-level dict without reading the tensors (mmap). Sharded FSDP checkpoints
+    are folders: their metadata lives in `meta.pt` beside the shards."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "meta.pt"
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=path.suffix != ".pt")
 
 
 def checkpoint_step(path: str | os.PathLike) -> int:
-    ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return int(ckpt["global_step"])
+    return int(_load_light(path)["global_step"])
+
+
+def checkpoint_fingerprint(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The fingerprint a checkpoint was trained under (None: written before fingerprints existed)."""
+    return _load_light(path).get(FINGERPRINT_KEY)
 
 
 def trim_metrics(csv_path: str | os.PathLike, after_step: int) -> int:
@@ -117,25 +184,24 @@ class ResumableCheckpoint(L.Callback):
     """Writes last.ckpt every `every_steps` optimizer steps and on preemption; restores the rest.
 
     `keep_every_steps` > 0 additionally keeps step-XXXXXXX.ckpt snapshots at those steps.
+    `fingerprint` goes into every checkpoint. `after_save(step)` runs on rank 0 once last.ckpt is
+    in place (the W&B mirror sends the curves the checkpoint now covers).
     """
 
     def __init__(self, job: JobDir, every_steps: int, grad_accum: int,
-                 keep_every_steps: int = 0, preempt_signals: tuple[str, ...] = PREEMPT_SIGNALS):
+                 keep_every_steps: int = 0, preempt_signals: tuple[str, ...] = PREEMPT_SIGNALS,
+                 fingerprint: dict[str, Any] | None = None, after_save: Any = None):
         self.job = job
+        self.fingerprint, self.after_save = fingerprint, after_save
         self.every_steps, self.keep_every_steps, self.grad_accum = every_steps, keep_every_steps, grad_accum
         self.signals = [getattr(signal, s) for s in preempt_signals if hasattr(signal, s)]
         self.last_saved_step = -1
         self.resume_history: list[int] = []  # steps this run was resumed from, oldest first
         self._preempt_signum: int | None = None
-        self._prior_handlers: dict[int, Any] = {}
         self._pending_rng: dict[str, Any] | None = None  # restored at the first step, after setup's draws
         self._rng_for_save: list[dict[str, Any]] | None = None
 
     # -- preemption ----------------------------------------------------------------------------
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        # Runs before Lightning installs its own handlers: these are the launcher's (e.g. submitit).
-        self._prior_handlers = {s: signal.getsignal(s) for s in self.signals}
-
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Replace Lightning's SIGTERM handler, which stops mid-accumulation and saves nothing.
         import threading
@@ -158,11 +224,8 @@ class ResumableCheckpoint(L.Callback):
         preempt = trainer.strategy.reduce_boolean_decision(self._preempt_signum is not None, all=False)
         if preempt:
             self.save(trainer, self.job.last_checkpoint)
-            signum = self._preempt_signum or signal.SIGTERM
-            prior = self._prior_handlers.get(signum)
-            if callable(prior):
-                prior(signum, None)  # e.g. submitit: requeue this job, then exit
-            raise Preempted(step, signum)
+            # The job records `preempted` and then calls the launcher's handler (PreemptionGuard).
+            raise Preempted(step, self._preempt_signum or signal.SIGTERM)
         if step > 0 and step != self.last_saved_step:
             if self.every_steps and step % self.every_steps == 0:
                 self.save(trainer, self.job.last_checkpoint)
@@ -185,6 +248,8 @@ class ResumableCheckpoint(L.Callback):
             atomic.place(tmp, path)
         trainer.strategy.barrier("checkpoint_placed")
         self._rng_for_save = None
+        if trainer.is_global_zero and path == self.job.last_checkpoint and self.after_save is not None:
+            self.after_save(trainer.global_step)
 
     @staticmethod
     def _gather_rng(trainer: L.Trainer) -> list[dict[str, Any]]:
@@ -208,6 +273,8 @@ class ResumableCheckpoint(L.Callback):
             "rng": self._rng_for_save or [],    # one entry per rank
             "resumed_from_steps": list(self.resume_history),
         }
+        if self.fingerprint is not None:
+            checkpoint[FINGERPRINT_KEY] = self.fingerprint
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         # Runs after datamodule.setup() and before the train dataloader is iterated.
