@@ -221,3 +221,18 @@ def test_bad_setting_is_one_line_naming_the_field_and_writes_no_record(tmp_path,
 def test_seq_len_above_the_model_maximum_names_both_fields():
     with pytest.raises(ConfigError, match=r"train.seq_len: 65 exceeds model.max_seq_len=64"):
         run_job(compose([*SHORT, "train.seq_len=65"]), Path("/nonexistent/never-created"))
+
+
+def test_truncated_weights_given_to_evaluate_are_one_line_not_a_traceback(tmp_path):
+    import shutil
+
+    from helpers.eval import untrained_checkpoint
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(untrained_checkpoint("binary16"), ckpt)
+    weights = ckpt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    proc = subprocess.run([sys.executable, "-m", "fixedcode_study.evaluate", f"checkpoint={ckpt}", "eval=builtin"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: checkpoint:") and "Traceback" not in proc.stderr
