@@ -7,6 +7,7 @@ the adapter) and from lm-eval's own HFLM on the equivalent transformers Llama.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 from helpers.eval import trained_checkpoint, untrained_checkpoint
 from lm_eval.api.instance import Instance
 
+from fixedcode_study.config import available
 from fixedcode_study.record.checkpoint import load_checkpoint
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.evaluation.lm import FixedCodeLM
@@ -195,3 +197,18 @@ def test_checkpoint_whose_config_does_not_match_its_weights_fails_clearly(learne
         FixedCodeLM(checkpoint=tmp_path / "nowhere")
     with pytest.raises(ConfigError, match=r"^batch_size:"):
         FixedCodeLM(checkpoint=learned, batch_size="many")
+
+
+@pytest.mark.parametrize("input_name", available("input"))
+def test_every_input_type_evaluates_in_every_dtype_through_the_training_forward(input_name):
+    """eval.dtype=bfloat16/float16 once crashed for the fixed codes: the adapter had its own copy of
+    the forward pass. It now calls Decoder.features, the training forward, so every input type
+    scores in every dtype, close to its fp32 numbers."""
+    ckpt = untrained_checkpoint(input_name)
+    scores = {dtype: [ll for ll, _ in FixedCodeLM(checkpoint=ckpt, batch_size=4, device="cpu", dtype=dtype)
+                      .loglikelihood(instances(REQUESTS[:4]), disable_tqdm=True)]
+              for dtype in ("float32", "bfloat16", "float16")}
+    for dtype in ("bfloat16", "float16"):
+        assert all(math.isfinite(x) for x in scores[dtype]), (dtype, scores[dtype])
+        # a sum of ~10 token log-probs of a 512-way untrained model: reduced precision moves it a little
+        assert scores[dtype] == pytest.approx(scores["float32"], rel=0.02, abs=0.1), dtype
