@@ -6,7 +6,8 @@ are made, both pure functions of the two configs (so a checkpoint, which stores 
 the identical model):
 
 - References are resolved: an input that names another variant (`init_code: binary16`, a learned
-  table initialised from a fixed code) gets that variant's settings from conf/input.
+  table initialised from a fixed code; `rms_reference: binary16`, a code scaled to another's RMS)
+  gets that variant's settings from conf/input.
 - Size matching: an input config with `size_match: learned` widens or deepens the body until the
   model's trainable parameter count matches the learned-table baseline of the same preset. A fixed
   code saves the V x d input table; this control spends exactly those parameters on the body to
@@ -18,6 +19,23 @@ the identical model):
                    n_layer+d_ff          add as many whole blocks as fit, then widen d_ff for the rest
     size_match_tolerance: 0.01           |trainable - target| / target must end up <= this
     size_match_multiple_of: 1            keep d_ff a multiple of this (e.g. 64 for GPU-friendly shapes)
+
+FLOP matching (`flop_match: learned`, `flop_matched_tokens`) is the compute counterpart of size
+matching. The FLOPs formula (accounting.flops_per_token) counts no FLOPs for an input lookup, table
+or computed code, so every fixed code on the preset's body already costs exactly the learned model's
+FLOPs per token: plain binary16 *is* learned's FLOP-matched counterpart. Only the size-matched
+bodies cost more per token (~1.35x on cpu_tiny), so their FLOP-matched version trains the same
+size-matched model on fewer tokens: tokens x F(learned) / F(this model), which equals the learned
+baseline's training FLOPs (to within one optimizer step). There is no way to match both parameters
+and FLOPs per token with a fixed code: the body's parameters are all matmul weights, so every added
+parameter adds 6 FLOPs per token; only a lookup table holds parameters that cost no FLOPs.
+
+Init seed (common random numbers). `build_model(..., seed=s)` makes every random initial value a
+function of (s, the part of the model it belongs to) alone (model.Decoder), so at one seed the
+learned table and every fixed code start from bitwise identical body and head weights. The build
+leaves the global RNG exactly as it found it (module constructors' own default inits, which
+reset_parameters overwrites, run inside fork_rng), so nothing after the build sees a different
+global random state because one variant has a table to draw and another does not.
 """
 
 from __future__ import annotations
@@ -25,29 +43,49 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from .accounting import block_params, body_params, head_params
+import torch
+
+from .accounting import block_params, body_params, flops_per_token, head_params
 from .config import load_option
 from .errors import ConfigError
 from .inputs import build_input, input_trainable_params
-from .model import Decoder, ModelConfig
+from .model import Decoder, ModelConfig, init_record
+
+__all__ = ["build_model", "flop_matched_tokens", "init_record", "match_size", "resolve_input_references",
+           "trainable_params"]
 
 SIZE_MATCH_METHODS = ("d_ff", "n_layer", "n_layer+d_ff")
+REFERENCE_KEYS = ("init_code", "rms_reference")  # input settings that name another conf/input variant
 
 
-def build_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any]) -> Decoder:
-    """The one place a Decoder is assembled from configs (train, describe, evaluate, bench)."""
+def build_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any], seed: int | None = None) -> Decoder:
+    """The one place a Decoder is assembled from configs (train, describe, evaluate, bench).
+
+    seed: the init seed; training passes the run's `seed`. None means torch.initial_seed(), the seed
+    the global generator was last seeded with (after L.seed_everything(s) or torch.manual_seed(s)
+    that is s), so a caller that only seeds globally still gets that seed's init. Shapes-only builds
+    and checkpoint loading (the weights are loaded over the init) need not pass it.
+    """
+    seed = torch.initial_seed() if seed is None else int(seed)
     input_cfg = resolve_input_references(input_cfg)
     mcfg, size_record = match_size(ModelConfig.from_mapping(model_cfg), input_cfg)
-    input_layer = build_input(input_cfg, mcfg.vocab_size, mcfg.d_model, mcfg.init_std)
-    input_layer.build_info.update(size_record)  # reaches results.json via properties()
-    return Decoder(mcfg, input_layer)
+    # Constructors draw default inits from the global RNG (nn.Linear, nn.Embedding) before
+    # Decoder.reset_parameters redraws everything from its own generators; fork_rng puts the
+    # global state back, so the build consumes no global randomness whatever the variant.
+    with torch.random.fork_rng(devices=[]):
+        input_layer = build_input(input_cfg, mcfg.vocab_size, mcfg.d_model, mcfg.init_std)
+        input_layer.build_info.update(size_record)  # reaches results.json via properties()
+        if flop_match := flop_match_spec(input_cfg):  # checked here too, so a bad value fails at build
+            input_layer.build_info["flop_match"] = flop_match
+        return Decoder(mcfg, input_layer, seed=seed)
 
 
 def resolve_input_references(input_cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The input config with `init_code: <variant name>` replaced by that variant's settings."""
+    """The input config with `init_code` / `rms_reference: <variant name>` replaced by that variant's settings."""
     cfg = {k: v for k, v in input_cfg.items()}
-    if isinstance(cfg.get("init_code"), str):
-        cfg["init_code"] = load_option("input", cfg["init_code"], field="input.init_code")
+    for key in REFERENCE_KEYS:
+        if isinstance(cfg.get(key), str):
+            cfg[key] = load_option("input", cfg[key], field=f"input.{key}")
     return cfg
 
 
@@ -136,3 +174,30 @@ def match_size(model_cfg: ModelConfig, input_cfg: Mapping[str, Any]) -> tuple[Mo
         "size_match_base_d_ff": model_cfg.d_ff,
     }
     return matched, record
+
+
+def flop_match_spec(input_cfg: Mapping[str, Any]) -> str | None:
+    target = input_cfg.get("flop_match")
+    if target in (None, False, "none"):
+        return None
+    if target != "learned":
+        raise ConfigError("input.flop_match", f"unknown target {target!r}", "use 'learned' or null")
+    return target
+
+
+def flop_matched_tokens(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any], tokens: int,
+                        seq_len: int) -> int:
+    """The training token budget of this (model, input): `tokens`, or with `flop_match: learned`
+    the budget at which this model's training FLOPs equal the learned baseline's on `tokens`:
+
+        tokens x F(preset body) / F(this model's body, after size matching)
+
+    F = accounting.flops_per_token at seq_len (input lookups cost nothing in it, so the learned
+    baseline's F is the preset's). Rounded down; the training plan rounds up to whole steps.
+    """
+    if flop_match_spec(input_cfg) is None:
+        return int(tokens)
+    base = ModelConfig.from_mapping(model_cfg)
+    matched, _ = match_size(base, resolve_input_references(input_cfg))
+    ratio = flops_per_token(base, seq_len)["total"] / flops_per_token(matched, seq_len)["total"]
+    return max(1, int(int(tokens) * ratio))

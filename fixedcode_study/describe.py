@@ -16,10 +16,11 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from .accounting import parameter_groups
-from .build import build_model
+from .accounting import flops_per_token, parameter_groups
+from .build import build_model, flop_matched_tokens
 from .config import available, compose
 from .errors import ConfigError
+from .model import ModelConfig
 from .training.plan import recipe_summary
 
 FIXED_REFERENCE = "binary16"            # the ladder's "fixed input" column
@@ -28,7 +29,7 @@ MATCHED_REFERENCE = "binary16_sizematched"
 
 def describe(cfg: DictConfig) -> dict[str, Any]:
     with torch.device("meta"):
-        model = build_model(cfg.model, cfg.input)
+        model = build_model(cfg.model, cfg.input, seed=int(cfg.seed))
     params = parameter_groups(model)
     props = model.input.properties()
     preset = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items() if k not in ("name", "source")}
@@ -40,8 +41,22 @@ def describe(cfg: DictConfig) -> dict[str, Any]:
         "params": params,
         "input_table_share_of_trainable": params["input_trainable"] / params["trainable"],
         "input_props": props,
+        "init": model.init_record(),  # the per-stream generator seeds this run's init draws from
         "recipe": recipe_summary(cfg),  # tokens, steps, batch split, training FLOPs
     }
+    if props.get("flop_match"):
+        seq_len = int(cfg.train.seq_len)
+        baseline = flops_per_token(ModelConfig.from_mapping(cfg.model), seq_len)["total"]
+        own = flops_per_token(model.config, seq_len)["total"]
+        tokens = flop_matched_tokens(cfg.model, cfg.input, int(cfg.train.tokens), seq_len)
+        out["flop_match"] = {
+            "target": props["flop_match"],
+            "flops_per_token (learned input)": baseline,
+            "flops_per_token (this model)": own,
+            "tokens_budget": int(cfg.train.tokens),
+            "tokens_flop_matched": tokens,
+            "training_flops_ratio_vs_learned": tokens * own / (int(cfg.train.tokens) * baseline),
+        }
     if props.get("size_match"):
         out["preset_architecture"] = preset
         out["size_match"] = {
@@ -102,26 +117,65 @@ def ladder_markdown(extra: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def _bit_ranges(indices: list[int]) -> str:
+    """[12, 13, 14, 15] -> '12-15'; [1, 3, 4] -> '1, 3-4'."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
+def _stat(value: Any, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
 def inputs_markdown(extra: list[str] | None = None) -> str:
-    """Every conf/input variant on one model preset."""
-    lines = ["| input | type | trainable | input trainable | input total | body | head | code width | notes |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    """Every conf/input variant on one model preset: parameters, FLOPs and the code's properties."""
+    lines = ["| input | type | trainable | input trainable | body | head | FLOPs/token | code width "
+             "| varying bits | bit entropy mean / min | Hamming mean / min | input RMS | notes |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     model = None
     for name in available("input"):
         d = describe_overrides([f"input={name}", *(extra or [])])
         p, props, model = d["params"], d["input_props"], d["model"]
         notes = []
+        if props.get("constant_bits"):
+            notes.append(f"constant bits {_bit_ranges(props['constant_bits'])}")
         if props.get("size_match"):
             notes.append(f"d_ff {props['size_match_base_d_ff']}→{props['size_match_d_ff']}, "
                          f"{props['size_match_rel_error']:+.3%} vs learned")
+        if d.get("flop_match"):
+            fm = d["flop_match"]
+            notes.append(f"trains {fm['tokens_flop_matched'] / fm['tokens_budget']:.3f}x the tokens "
+                         f"(training FLOPs = learned's)")
         if props.get("trainable") is False:
             notes.append("frozen table")
+        if props.get("permutation_seed") is not None:
+            notes.append(f"IDs permuted (seed {props['permutation_seed']})")
+        if props.get("rms_reference"):
+            notes.append(f"RMS matched to {props['rms_reference']}")
         if props.get("scale_mode") == "match_init":
             notes.append(f"scale {props['scale']:.4g}")
+        if props.get("init_code"):
+            notes.append(f"init {props['init']} of {props['init_code']}")
+        varying = "–" if props.get("nonconstant_bits") is None else f"{props['nonconstant_bits']}"
+        entropy = (f"{_stat(props.get('bit_entropy_mean'), '.3f')} / {_stat(props.get('bit_entropy_min'), '.3f')}"
+                   if props.get("bit_entropy_mean") is not None else "–")
+        hamming = (f"{_stat(props.get('hamming_mean'), '.2f')} / {_stat(props.get('hamming_min'), 'd')}"
+                   if props.get("hamming_mean") is not None else "–")
+        learned_table = props.get("trainable") is not None  # only learned tables report trainable
+        rms = _stat(props.get("code_rms"), ".4g") + (" (init)" if learned_table else "")
         lines.append(f"| {name} | {props['type']} | {_n(p['trainable'])} | {_n(p['input_trainable'])} "
-                     f"| {_n(p['input_total'])} | {_n(p['body'])} | {_n(p['head'])} | {props.get('code_width')} "
-                     f"| {'; '.join(notes)} |")
-    return f"Model preset: {model}\n\n" + "\n".join(lines)
+                     f"| {_n(p['body'])} | {_n(p['head'])} | {_n(d['recipe']['flops_per_token']['total'])} "
+                     f"| {props.get('code_width')} | {varying} | {entropy} | {hamming} | {rms} | {'; '.join(notes)} |")
+    return (f"Model preset: {model}\n\n" + "\n".join(lines) + "\n\n"
+            "Code statistics are over token IDs 0..V-1, before tiling (stats.py): varying bits = code coordinates "
+            "not constant over the vocabulary; bit entropy in bits (1 = balanced); Hamming distances between "
+            "codewords over all pairs of IDs. input RMS = the first block's input, scaled and tiled (learned "
+            "tables: expected at init). FLOPs/token = accounting.flops_per_token (an input lookup costs none).")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,10 +6,26 @@ scaled_dot_product_attention, no biases, and an untied output head. The only par
 between the study's variants is `self.input` (see the inputs package).
 
 Shapes: B batch, T sequence, d d_model, H heads, Hkv key/value heads, D head dim, V vocabulary.
+
+Init with common random numbers. Every random initial value is drawn from a torch.Generator of
+its own *stream*, seeded from (seed, stream name) by a stable hash (`init_stream_seed`):
+  input      the input interface's draws (a learned table; fixed codes draw nothing here)
+  blocks.i   block i's matrices, in registration order: qkv, proj (attention), then gate_up, down
+  head       the output projection
+(accounting.module_group's input / body / head, with the body split per block; the norms start
+at 1 and draw nothing.) No stream depends on another's shapes, so at one seed:
+  - every input variant on the same body shapes gets bitwise identical blocks and head;
+  - a size-matched body shares the head and the attention weights of every block it has in common
+    (attention is drawn before the MLP); a deeper one (size_match_by=n_layer) shares whole blocks
+    0..n_layer-1 when d_ff is unchanged. A wider d_ff changes the MLP matrices' shapes, so those
+    cannot match: they are fresh draws from the same stream.
+Random fixed codes keep their own seeds (gf2 matrix_seed, random_fixed/wide code_seed, binary
+permutation_seed): the code is part of the variant, not of the init.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
@@ -17,8 +33,32 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .inputs import InputInterface
+from .inputs import InputInterface, init_normal_
 from .errors import ConfigError
+
+INIT_SCHEME = "per_group_generators"
+INIT_DERIVATION = "int.from_bytes(sha256(f'{seed}:{stream}').digest()[:8], 'little') & (2**63 - 1)"
+
+
+def init_stream_seed(seed: int, stream: str) -> int:
+    """The generator seed of one init stream (INIT_DERIVATION): stable across processes and
+    Python versions (unlike hash()), and below 2^63 so it stays an int64 in JSON readers."""
+    digest = hashlib.sha256(f"{int(seed)}:{stream}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+def init_streams(n_layer: int) -> list[str]:
+    return ["input", *(f"blocks.{i}" for i in range(n_layer)), "head"]
+
+
+def init_record(seed: int, n_layer: int) -> dict[str, Any]:
+    """How the init was drawn, for results.json["init"]: the scheme, the seed and every stream's seed."""
+    return {"scheme": INIT_SCHEME, "seed": int(seed), "derivation": INIT_DERIVATION,
+            "groups": {name: init_stream_seed(seed, name) for name in init_streams(n_layer)}}
+
+
+def init_generator(seed: int, stream: str) -> torch.Generator:
+    return torch.Generator(device="cpu").manual_seed(init_stream_seed(seed, stream))
 
 
 @dataclass
@@ -147,7 +187,8 @@ class Block(nn.Module):
 class Decoder(nn.Module):
     """input interface -> n_layer blocks -> RMSNorm -> untied head."""
 
-    def __init__(self, cfg: ModelConfig, input_layer: InputInterface):
+    def __init__(self, cfg: ModelConfig, input_layer: InputInterface, seed: int | None = None):
+        """seed: the init seed (see the module docstring); None = torch.initial_seed()."""
         super().__init__()
         cfg.validate()
         if input_layer.vocab_size != cfg.vocab_size or input_layer.d_model != cfg.d_model:
@@ -163,15 +204,25 @@ class Decoder(nn.Module):
         cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        self.init_seed = torch.initial_seed() if seed is None else int(seed)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Llama-style init: every linear weight N(0, init_std^2); norms start at 1."""
-        for name, p in self.named_parameters():
-            if p.device.type == "meta" or name.startswith("input."):
-                continue  # the input interface owns its own init
-            if p.dim() == 2:
-                nn.init.normal_(p, mean=0.0, std=self.config.init_std)
+        """Llama-style init: every linear weight N(0, init_std^2); norms start at 1 (as constructed).
+        Each stream draws from its own generator (module docstring), so the values do not depend on
+        which other parts exist or on the global RNG."""
+        std = self.config.init_std
+        self.input.reset_parameters(init_generator(self.init_seed, "input"))  # its own init, its own stream
+        for i, block in enumerate(self.blocks):
+            g = init_generator(self.init_seed, f"blocks.{i}")
+            for p in block.parameters():  # qkv, proj, gate_up, down: attention before the MLP
+                if p.dim() == 2:
+                    init_normal_(p, std, g)
+        init_normal_(self.head.weight, std, init_generator(self.init_seed, "head"))
+
+    def init_record(self) -> dict[str, Any]:
+        """results.json["init"]: {"scheme", "seed", "derivation", "groups": {stream: generator seed}}."""
+        return init_record(self.init_seed, self.config.n_layer)
 
     def features(self, idx: torch.Tensor) -> torch.Tensor:
         """idx (B, T) int64 -> final-norm hidden states (B, T, d): everything but the head.

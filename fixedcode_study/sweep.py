@@ -44,6 +44,7 @@ from .accounting import flops_per_token, parameter_groups
 from .build import build_model
 from .config import SWEEPS_DIR, compose, override_key
 from .errors import ConfigError
+from .training.plan import plan_batch
 from .training.resume import PREEMPT_EXIT_CODE
 
 SCALES = ("cpu", "paper")
@@ -179,7 +180,8 @@ def job_facts(jobs: list[Job]) -> list[dict[str, Any]]:
                 raise ConfigError(err.field, f"{problem} (in job {job.job_dir.name})", fix) from None
             cache[key] = (parameter_groups(model), model.config)
         params, arch = cache[key]
-        tokens = int(job.cfg.train.tokens)
+        plan = plan_batch(job.cfg)  # the tokens the job trains: whole steps, flop-matched arms scaled
+        tokens = plan.max_steps * plan.tokens_per_step
         facts.append({"job": job.job_dir.name, "model": job.cfg.model.name, "input": job.cfg.input.name,
                       "trainable": params["trainable"], "tokens": tokens,
                       "flops": tokens * flops_per_token(arch, int(job.cfg.train.seq_len))["total"]})

@@ -11,7 +11,7 @@ learned.py
 - `learned_lowdim` a trainable V x K table (K small), tiled to d_model.
 binary.py (computed from the ID on the fly: no parameters, no projection, no V x d table)
 - `binary`         the canonical little-endian binary code of the ID, bit i = (id >> i) & 1, tiled
-                   to d_model.
+                   to d_model (with `permutation_seed`: the code of a seeded permutation of the ID).
 - `gf2`            the binary code after a fixed invertible map over GF(2), y = A c (xor b), drawn
                    once from a seed (a K x K matrix is all it stores).
 - `wide`           a code wider than ceil(log2 V): the minimal canonical code followed by extra fixed
@@ -20,10 +20,14 @@ gaussian.py
 - `random_fixed`   a frozen random Gaussian V x K code (a buffer drawn from `code_seed`), tiled.
 `learned` also covers the controls `trainable: false` (a frozen random table) and `init: code` /
 `init: code_stats` (a learned table that starts at, or with the statistics of, a fixed code).
-Every fixed code takes a `scale` (a number, or `match_init`: see base.py).
+Every fixed code takes a `scale` (a number, or `match_init`: see base.py). With `rms_reference:
+<variant>` match_init matches that fixed code's input RMS instead of model.init_std (e.g. a Gaussian
+code with binary16's RMS).
 
-Every interface reports `properties()` (code width, tile factor, values, injectivity, ...), which
-the run records in results.json and W&B so analysis can group by them.
+Every interface reports `properties()` (code width, tile factor, values, injectivity, the code's
+statistics over the vocabulary from stats.py, its RMS, ...), which the run records in results.json
+and W&B so analysis can group by them. Random initial values (learned tables) are drawn in
+`reset_parameters(generator)` from the generator the Decoder hands over (model.py).
 """
 
 from __future__ import annotations
@@ -34,16 +38,16 @@ from typing import Any, Mapping
 import torch
 
 from ..errors import ConfigError
-from .base import FixedCode, InputInterface
+from .base import FixedCode, InputInterface, init_normal_
 from .binary import FixedBinaryCode, GF2Code, WideCode
 from .gaussian import FixedGaussianCode
 from .learned import LearnedEmbedding, LearnedLowDim, ReferenceCode
-from .tiling import minimal_code_width, tile_to_width
+from .tiling import minimal_code_width, tile_to_width, tiled_rms
 
 __all__ = [
     "INPUT_TYPES", "build_input", "input_trainable_params",
     "InputInterface", "FixedCode", "LearnedEmbedding", "LearnedLowDim", "FixedBinaryCode", "GF2Code", "WideCode",
-    "FixedGaussianCode", "minimal_code_width", "tile_to_width",
+    "FixedGaussianCode", "init_normal_", "minimal_code_width", "tile_to_width",
 ]
 
 INPUT_TYPES: dict[str, type[InputInterface]] = {
@@ -56,9 +60,10 @@ INPUT_TYPES: dict[str, type[InputInterface]] = {
 }
 
 # Keys of an input config that describe the variant but are not constructor arguments.
-# The size_match* keys are read by build.build_model (they change the body, not the input).
+# The size_match* keys are read by build.build_model (they change the body, not the input), and
+# flop_match by build.flop_matched_tokens (it changes the token budget).
 _META_KEYS = {"name", "type", "description",
-              "size_match", "size_match_by", "size_match_tolerance", "size_match_multiple_of"}
+              "size_match", "size_match_by", "size_match_tolerance", "size_match_multiple_of", "flop_match"}
 
 
 def input_type(cfg: Mapping[str, Any]) -> type[InputInterface]:
@@ -80,6 +85,9 @@ def build_input(cfg: Mapping[str, Any], vocab_size: int, d_model: int, init_std:
     kwargs = {k: v for k, v in cfg.items() if k not in _META_KEYS}
     if cls is LearnedEmbedding:
         kwargs.pop("code_width", None)  # learned tables have no code width; null in the config
+    rms_reference = kwargs.pop("rms_reference", None)
+    if rms_reference is not None:
+        kwargs["reference_std"], rms_label = reference_rms(cls, kwargs, rms_reference, vocab_size, d_model, init_std)
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "vocab_size", "d_model"}
     for default_key in ("init_std", "reference_std"):
         if default_key in accepted and kwargs.get(default_key) is None:
@@ -99,17 +107,35 @@ def build_input(cfg: Mapping[str, Any], vocab_size: int, d_model: int, init_std:
         kwargs["init_code"] = reference_code(kwargs["init_code"], vocab_size, d_model, kwargs["init_std"])
     interface = cls(vocab_size=vocab_size, d_model=d_model, **kwargs)
     interface.finalize()
+    if rms_reference is not None:
+        interface.build_info["rms_reference"] = rms_label  # reaches results.json via properties()
     return interface
 
 
-def reference_code(cfg: Any, vocab_size: int, d_model: int, init_std: float) -> ReferenceCode:
-    """Build the fixed code a learned table starts from (`init_code`), and take its values."""
+def reference_rms(cls: type[InputInterface], kwargs: Mapping[str, Any], reference: Any, vocab_size: int,
+                  d_model: int, init_std: float) -> tuple[float, str]:
+    """`rms_reference`: the input RMS (scaled, tiled) of another fixed code, as the reference_std
+    that scale=match_init matches. Returns (rms, the reference's label)."""
+    if not issubclass(cls, FixedCode):
+        raise ConfigError("input.rms_reference", f"input type {cls.kind!r} has no scale to match",
+                          "use rms_reference with a fixed code (binary, gf2, wide, random_fixed)")
+    if str(kwargs.get("scale", 1.0)).strip().lower() != "match_init" or kwargs.get("reference_std") is not None:
+        raise ConfigError("input.rms_reference", "only scale=match_init (without reference_std) uses it",
+                          "set input.scale=match_init and drop input.reference_std, or drop rms_reference")
+    code = reference_code(reference, vocab_size, d_model, init_std, field="input.rms_reference")
+    mean_square = (code.values.double() ** 2).mean(dim=0).numpy()  # (K,) of the scaled code
+    return tiled_rms(mean_square, d_model), code.label
+
+
+def reference_code(cfg: Any, vocab_size: int, d_model: int, init_std: float,
+                   field: str = "input.init_code") -> ReferenceCode:
+    """Build the fixed code another input refers to (`init_code`, `rms_reference`), and take its values."""
     if not isinstance(cfg, Mapping):
-        raise ConfigError("input.init_code", f"{cfg!r} is a variant name, not its settings",
+        raise ConfigError(field, f"{cfg!r} is a variant name, not its settings",
                           "build the model through build.build_model, which resolves conf/input names")
     code = build_input(cfg, vocab_size, d_model, init_std)
     if not isinstance(code, FixedCode):
-        raise ConfigError("input.init_code.type", f"{code.kind!r} is not a fixed code",
+        raise ConfigError(f"{field}.type", f"{code.kind!r} is not a fixed code",
                           "use a fixed code type (binary, gf2, wide, random_fixed)")
     values = code.scaled_code(code.all_ids()).to(device="cpu", dtype=torch.float32).contiguous()  # (V, K)
     name = cfg.get("name")

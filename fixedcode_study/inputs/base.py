@@ -1,4 +1,5 @@
-"""The two base classes: InputInterface (every input) and FixedCode (every parameter-free code).
+"""The two base classes: InputInterface (every input) and FixedCode (every parameter-free code),
+and `init_normal_`, the one normal draw the decoder and the learned inputs initialise with.
 
 Scale ("scale matching"): every fixed code takes `scale` = a nonzero number (1.0 = none) or
 `match_init`, which picks the number so that the code's root-mean-square entry (over the whole
@@ -15,7 +16,21 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
+from .stats import code_statistics
 from .tiling import parse_scale, rows_distinct, tile_to_width, tiled_rms
+
+
+def init_normal_(tensor: torch.Tensor, std: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Fill `tensor` with N(0, std^2) drawn from `generator` (a CPU generator; the global RNG when
+    None). The numbers are drawn on the CPU in fp32 whatever the tensor's device or dtype, so one
+    generator state gives one init everywhere. A meta tensor (shapes-only build) is left as it is."""
+    if tensor.device.type == "meta":
+        return tensor
+    with torch.no_grad():
+        if tensor.device.type == "cpu" and tensor.dtype == torch.float32:
+            return tensor.normal_(0.0, std, generator=generator)
+        draw = torch.empty(tensor.shape, dtype=torch.float32, device="cpu").normal_(0.0, std, generator=generator)
+        return tensor.copy_(draw)
 
 
 def to_numpy(values: torch.Tensor) -> np.ndarray:
@@ -41,6 +56,12 @@ class InputInterface(nn.Module):
         """Trainable parameters an input of this type with these settings would have, from shapes
         alone (size matching needs it for inputs it never builds). Fixed codes have none."""
         return 0
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Draw this input's random initial values, if it has any, from `generator`: the Decoder
+        passes its `input` generator (model.py), so the input never touches the body's or the head's
+        random stream. Fixed codes have nothing to draw (their own seeds build them: matrix_seed,
+        code_seed, permutation_seed)."""
 
     def properties(self) -> dict[str, Any]:
         return {"type": self.kind, "vocab_size": self.vocab_size, "d_model": self.d_model, **self.build_info}
@@ -114,7 +135,27 @@ class FixedCode(InputInterface):
             raise ConfigError("input", f"the {self.kind} code maps two token IDs to the same vector",
                               "use a wider code, another seed or a larger scale")
 
+    def input_rms(self) -> float:
+        """RMS of the input vectors' entries as the first block receives them: scaled and tiled,
+        over every ID (uniformly, not weighted by token frequency) and every d_model coordinate."""
+        return tiled_rms(self.code_mean_squares(), self.d_model) * abs(self.scale)
+
     def scale_properties(self) -> dict[str, Any]:
-        rms = tiled_rms(self.code_mean_squares(), self.d_model) * abs(self.scale)
+        rms = self.input_rms()
+        # code_rms is the name every input reports (learned tables: their RMS at init); input_rms
+        # is the same number under the name earlier records used.
         return {"scale_mode": self.scale_mode, "scale": self.scale, "reference_std": self.reference_std,
-                "input_rms": rms}
+                "input_rms": rms, "code_rms": rms}
+
+    # -- the code's geometry over the vocabulary (stats.py) ---------------------------------------
+    binary_values = False  # True for codes whose values are bits (statistics computed on the bits)
+
+    def statistics_values(self) -> np.ndarray:
+        """(V, K) what the statistics describe: the unscaled code values (binary codes: their bits)."""
+        return to_numpy(self.code_values(self.all_ids()))
+
+    def code_statistics(self) -> dict[str, Any]:
+        """stats.code_statistics of this code, computed once (the code never changes)."""
+        if getattr(self, "_code_statistics", None) is None:
+            self._code_statistics = code_statistics(self.statistics_values(), binary=self.binary_values)
+        return {k: list(v) if isinstance(v, list) else v for k, v in self._code_statistics.items()}

@@ -1,7 +1,9 @@
 """The binary codes: bits of the token ID, optionally recoded over GF(2) or widened, computed on
 the fly from the ID (no V x d table).
 
-- `binary`  the canonical little-endian code, bit i = (id >> i) & 1.
+- `binary`  the canonical little-endian code, bit i = (id >> i) & 1; with `permutation_seed` the
+            code of a seeded random permutation of the ID instead (same codewords, arbitrary
+            assignment: the control for the code's structure).
 - `gf2`     y = A c (xor b), a fixed invertible K x K map drawn once from a seed.
 - `wide`    the minimal canonical code followed by extra fixed bits (GF(2) recodings or seeded
             random bits).
@@ -32,9 +34,14 @@ class FixedBinaryCode(FixedCode):
     """Shared machinery of the binary codes: bits -> values -> scale -> tile. No parameters.
 
     code_width=None means the minimal width ceil(log2 V) (`binary`); binary16 fixes 16 bits.
+    permutation_seed (type binary only): token i gets the canonical code of pi(i), pi a permutation
+    of [0, V) drawn from this seed. The V codewords, and so every statistic of the code (constant
+    bits, bit balance, Hamming distances, RMS), stay exactly binary16's; only which ID gets which
+    codeword becomes arbitrary. pi is a persistent (V,) buffer, so checkpoints carry it.
     """
 
     kind = "binary"
+    binary_values = True
 
     def __init__(
         self,
@@ -44,6 +51,7 @@ class FixedBinaryCode(FixedCode):
         values: str = "01",
         scale: float | str = 1.0,
         reference_std: float = 0.02,
+        permutation_seed: int | None = None,
     ):
         super().__init__(vocab_size, d_model)
         minimal = minimal_code_width(vocab_size)
@@ -67,10 +75,16 @@ class FixedBinaryCode(FixedCode):
         self.values = values
         self._init_scale(scale, reference_std)
         self.register_buffer("bit_shifts", _shifts(width), persistent=False)
+        self.permutation_seed = None if permutation_seed is None else int(permutation_seed)
+        if self.permutation_seed is not None:
+            perm = np.random.default_rng(self.permutation_seed).permutation(vocab_size)  # (V,)
+            self.register_buffer("id_permutation", torch.from_numpy(perm.astype(np.int64)))
 
     # -- the code itself ---------------------------------------------------------------------
     def code_bits(self, idx: torch.Tensor) -> torch.Tensor:
         """(…) int IDs -> (…, K) float bits in {0,1}. Subclasses recode these."""
+        if self.permutation_seed is not None:
+            idx = self.id_permutation[idx]  # (…) the ID whose canonical code this token uses
         return ((idx.unsqueeze(-1) >> self.bit_shifts) & 1).float()
 
     def bit_values(self, bits: torch.Tensor) -> torch.Tensor:
@@ -83,6 +97,9 @@ class FixedBinaryCode(FixedCode):
     def all_bits(self) -> np.ndarray:
         """(V, K) uint8: the bits forward computes for every ID."""
         return self.code_bits(self.all_ids()).to(device="cpu", dtype=torch.uint8).contiguous().numpy()
+
+    def statistics_values(self) -> np.ndarray:
+        return self.all_bits()  # bits, whatever the value set ({0,1} or {-1,+1})
 
     def check_injective(self) -> bool:
         """Fast exact form of FixedCode.check_injective for bit codes: the scaled float32 values are
@@ -102,6 +119,8 @@ class FixedBinaryCode(FixedCode):
             "values": "{0,1}" if self.values == "01" else "{-1,+1}",
             **self.scale_properties(),
             "injective": self.check_injective(),
+            **self.code_statistics(),
+            "permutation_seed": self.permutation_seed,
         }
 
 

@@ -56,6 +56,7 @@ class FixedGaussianCode(FixedCode):
             "values": self.values_label,
             **self.scale_properties(),
             "injective": self.check_injective(),
+            **self.code_statistics(),  # real values: constant coordinates only; no bits, no Hamming
             "code_seed": self.code_seed,
             "storage": "buffer",
             "code_sha256": self.code_sha256(),

@@ -9,8 +9,12 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
-from .base import InputInterface
-from .tiling import check_code_width_fits, tile_to_width, tiling_properties
+from .base import InputInterface, init_normal_
+from .stats import STAT_KEYS
+from .tiling import check_code_width_fits, tile_to_width, tiled_rms, tiling_properties
+
+# A learned table is not a code: the code statistics (stats.py) do not apply.
+NO_CODE_STATISTICS = dict.fromkeys(STAT_KEYS)
 
 
 @dataclass(frozen=True)
@@ -75,12 +79,13 @@ class LearnedEmbedding(InputInterface):
     def trainable_count(cls, settings: Mapping[str, Any], vocab_size: int, d_model: int) -> int:
         return vocab_size * d_model if bool(settings.get("trainable", True)) else 0
 
-    def reset_parameters(self) -> None:
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Initialise the table; random draws come from `generator` (the Decoder's input stream)."""
         weight = self.table.weight
         if weight.device.type == "meta":
             return
         if self.init == "normal":
-            nn.init.normal_(weight, mean=0.0, std=self.init_std)
+            init_normal_(weight, self.init_std, generator)
             return
         values = self.init_code.values  # (V, K) float32, the code exactly as its forward computes it
         with torch.no_grad():
@@ -89,7 +94,17 @@ class LearnedEmbedding(InputInterface):
             else:  # code_stats: per-coordinate Gaussian with the code's mean and std (numpy's float32 sums)
                 mean = tile_to_width(torch.from_numpy(values.numpy().mean(axis=0)), self.d_model)  # (d,)
                 std = tile_to_width(torch.from_numpy(values.numpy().std(axis=0)), self.d_model)  # (d,)
-                weight.copy_(mean + std * torch.randn(weight.shape, dtype=weight.dtype))
+                unit = torch.empty(weight.shape, dtype=torch.float32, device="cpu").normal_(generator=generator)
+                weight.copy_(mean + std * unit)  # (V, d)
+
+    def init_rms(self) -> float:
+        """RMS of the table's entries at init, in expectation over the draw (exact for init=code):
+        init_std for normal; for code and code_stats the reference code's tiled RMS, since coordinate
+        j starts with mean_j^2 + std_j^2 = the code's mean square in both."""
+        if self.init == "normal":
+            return float(self.init_std)
+        mean_square = (self.init_code.values.double() ** 2).mean(dim=0).numpy()  # (K,)
+        return tiled_rms(mean_square, self.d_model)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.table(idx)  # (B, T, d)
@@ -104,6 +119,8 @@ class LearnedEmbedding(InputInterface):
             "trainable": self.trainable,
             "init": self.init,
             "init_code": None if self.init_code is None else self.init_code.label,
+            "code_rms": self.init_rms(),
+            **NO_CODE_STATISTICS,
         }
 
 
@@ -122,9 +139,11 @@ class LearnedLowDim(InputInterface):
         self.init_std = init_std
         self.trainable = bool(trainable)
         self.table = nn.Embedding(vocab_size, self.code_width)
-        if self.table.weight.device.type != "meta":
-            nn.init.normal_(self.table.weight, mean=0.0, std=init_std)
+        self.reset_parameters()
         self.table.weight.requires_grad_(self.trainable)
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        init_normal_(self.table.weight, self.init_std, generator)
 
     @staticmethod
     def checked_width(code_width: int | None, d_model: int) -> int:
@@ -149,4 +168,6 @@ class LearnedLowDim(InputInterface):
             "init_std": self.init_std,
             "injective": None,
             "trainable": self.trainable,
+            "code_rms": float(self.init_std),  # expected RMS at init (tiling copies N(0, init_std^2) entries)
+            **NO_CODE_STATISTICS,
         }

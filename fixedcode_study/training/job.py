@@ -36,7 +36,7 @@ from hydra.utils import instantiate
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from ..accounting import parameter_groups
+from ..accounting import flops_per_token, parameter_groups
 from ..build import build_model
 from ..data.batches import TokenDataModule
 from ..data.prepare import prepare
@@ -299,10 +299,11 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         # 2. model (after seeding: init depends on the seed only; built before the data so a bad
         #    input/model setting fails in seconds rather than after tokenizing a corpus)
-        model = build_model(cfg.model, cfg.input)
+        model = build_model(cfg.model, cfg.input, seed=int(cfg.seed))  # per-group generators (CRN)
         props = model.input.properties()
         params = parameter_groups(model)
-        rec.write(input_props=props, params=params, code_width=props.get("code_width"))
+        rec.write(input_props=props, params=params, code_width=props.get("code_width"), init=model.init_record(),
+                  flops_per_token=flops_per_token(model.config, plan.seq_len)["total"])
         if is_zero:
             if ckpt_path is not None:
                 rec.record["resumed_from_step"] = checkpoint_step(ckpt_path)

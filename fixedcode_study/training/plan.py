@@ -21,7 +21,7 @@ import torch
 from omegaconf import DictConfig
 
 from ..accounting import FLOPS_FORMULA, flops_per_token, matmul_params
-from ..build import build_model
+from ..build import build_model, flop_matched_tokens
 from ..errors import ConfigError
 
 
@@ -86,7 +86,9 @@ def plan_batch(cfg: Mapping[str, Any]) -> BatchPlan:
     if grad_accum < 1:
         raise ConfigError("train.grad_accum", f"{grad_accum} is below 1", "use grad_accum >= 1")
     tokens_per_step = per_micro_step * grad_accum
-    return BatchPlan(micro, seq_len, grad_accum, world, max(1, math.ceil(int(t["tokens"]) / tokens_per_step)))
+    # flop_match: learned (the controls' *_isoflop arms) trains on the budget with learned's training FLOPs
+    tokens = flop_matched_tokens(cfg["model"], cfg["input"], int(t["tokens"]), seq_len)
+    return BatchPlan(micro, seq_len, grad_accum, world, max(1, math.ceil(tokens / tokens_per_step)))
 
 
 def recipe_summary(cfg: DictConfig) -> dict[str, Any]:
