@@ -1,4 +1,5 @@
-"""CLI: python -m analysis RUN_DIR [RUN_DIR ...] --out REPORT_DIR [--wandb ENTITY/PROJECT [--group G]]."""
+"""CLI: python -m analysis RUN_DIR [RUN_DIR ...] --out REPORT_DIR [--wandb ENTITY/PROJECT [--group G]]
+[--baseline NAME] [--pairs A:B[,C:D]] [--margin METRIC=VALUE ...] [--reference] [--ema-alpha A]."""
 
 from __future__ import annotations
 
@@ -14,16 +15,29 @@ from analysis.errors import AnalysisError
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m analysis",
-        description="Tables, figures and report.md from fixed-code study runs (see docs/results-schema.md).")
+        description="Tables, figures and report.md from fixed-code study runs (see docs/results-schema.md).",
+        epilog="Runs that differ in optim.lr (or optim.warmup_*) within one input are a tuning study, detected "
+               "automatically: each arm's best learning rate is chosen on val_loss_select and the arms are "
+               "compared on the held-out val_loss_report (see report.md, Methods).")
     parser.add_argument("run_dirs", nargs="*", metavar="RUN_DIR",
                         help="multirun/run directories; every directory below holding results.json is a job")
     parser.add_argument("--out", required=True, type=Path, metavar="REPORT_DIR", help="where the report is written")
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="also read runs from the W&B public API (online)")
     parser.add_argument("--group", metavar="G", help="only W&B runs of this group (with --wandb)")
     parser.add_argument("--reference", action="store_true",
-                        help="add published reference numbers from analysis/reference_results.csv")
+                        help="add the full table of published reference numbers (analysis/reference_results.csv); "
+                             "the paper's numbers and chance levels are shown in the downstream table regardless")
     parser.add_argument("--ema-alpha", type=float, default=0.1,
                         help="EMA smoothing factor for training-loss curves, per logged point (default 0.1)")
+    parser.add_argument("--baseline", default="learned", metavar="NAME",
+                        help="variant or input every other variant is compared against (default: learned)")
+    parser.add_argument("--pairs", action="append", default=[], metavar="A:B[,C:D]",
+                        help="extra comparisons A minus B (variant labels or input names); repeatable. "
+                             "gf2 - binary16 is always compared when both ran")
+    parser.add_argument("--margin", action="append", default=[], metavar="METRIC=VALUE",
+                        help="equivalence margin for TOST, in the metric's units (relative for perplexities: "
+                             "0.02 or 2%%); METRIC is e.g. val_bpb, hellaswag/acc_norm or acc_norm; repeatable. "
+                             "Defaults: val_bpb 0.01, val_loss 0.02, perplexities 2%%, accuracies 0.01")
     args = parser.parse_args(argv)
     if not args.run_dirs and not args.wandb:
         parser.error("give at least one RUN_DIR or --wandb ENTITY/PROJECT")
@@ -52,11 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     try:
-        study = load(args)
+        # Options first: a typo in --pairs or --margin fails before any run is read.
+        from analysis.comparisons import parse_pairs
+        from analysis.equivalence import Margins
         from analysis.report import ReportOptions, write_report
 
         command = "python -m analysis " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-        output = write_report(study, args.out, ReportOptions(args.reference, args.ema_alpha, command))
+        options = ReportOptions(args.reference, args.ema_alpha, command, args.baseline, parse_pairs(args.pairs),
+                                Margins.from_args(args.margin))
+        study = load(args)
+        output = write_report(study, args.out, options)
     except AnalysisError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

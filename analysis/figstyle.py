@@ -1,5 +1,11 @@
-"""Shared figure style: print-readable sizes, Okabe-Ito colours, and a line style + marker per
-series so curves stay distinguishable in greyscale and for colour-blind readers."""
+"""Shared figure style: print-readable sizes, a colour-blind-safe qualitative palette, and a line
+style + marker per series so curves stay distinguishable in greyscale and for colour-blind readers.
+
+With many arms (the controls study has 7+), colour alone is not enough: the palette is Paul Tol's
+"muted" scheme (9 colours designed to stay distinct for colour-blind readers, no two near-identical
+oranges), with black reserved for the baseline; the line style encodes the arm's family (fixed
+code, code control, learned-table control, size/compute-matched) and the marker the arm itself.
+Legends go outside the axes so they never cover data."""
 
 from __future__ import annotations
 
@@ -13,11 +19,16 @@ matplotlib.use("Agg")  # headless: report generation must never need a display
 import matplotlib.pyplot as plt
 from matplotlib import ticker
 
-# Okabe & Ito (2008) colour-blind-safe palette; black first so the learned baseline is black,
-# yellow last because it prints poorly on white.
-OKABE_ITO = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442"]
+# Black first so the baseline is black; then Paul Tol's "muted" colours, ordered so that (a) the
+# first seven are pairwise >= 36 apart in CIELAB (Okabe-Ito's orange/vermillion are 33, its two
+# blues 26) and (b) in the controls study's family panels (analysis.figures.panel_groups) every
+# panel's colours are >= 55 apart; the pale sand late because it prints poorly on white; grey last.
+PALETTE = ["#000000", "#332288", "#CC6677", "#999933", "#AA4499", "#44AA99", "#117733", "#88CCEE",
+           "#882255", "#DDCC77", "#777777"]
 LINESTYLES = ["-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1))]
-MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+FAMILY_LINESTYLES = {"baseline": "-", "fixed code": "-", "code control": ":", "learned-table control": "-.",
+                     "size/compute-matched": "--", "other": (0, (5, 1))}
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
 HATCHES = ["", "//", "\\\\", "xx", "..", "--", "++", "oo"]
 BAND_ALPHA = 0.18
 RC = {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 7.5,
@@ -39,11 +50,16 @@ def style_context():
     return plt.rc_context(RC)
 
 
-def series_styles(names: list[str]) -> dict[str, dict]:
-    """Stable style per series name, in the given order (learned first => black solid circles)."""
-    return {name: {"color": OKABE_ITO[i % len(OKABE_ITO)], "linestyle": LINESTYLES[i % len(LINESTYLES)],
-                   "marker": MARKERS[i % len(MARKERS)], "hatch": HATCHES[i % len(HATCHES)]}
-            for i, name in enumerate(names)}
+def series_styles(names: list[str], families: dict[str, str] | None = None) -> dict[str, dict]:
+    """Stable style per series name, in the given order (baseline first => black solid circles).
+    With ``families`` (name -> family) the line style follows the family; else it cycles."""
+    styles = {}
+    for i, name in enumerate(names):
+        family = (families or {}).get(name)
+        linestyle = FAMILY_LINESTYLES.get(family, FAMILY_LINESTYLES["other"]) if families else LINESTYLES[i % len(LINESTYLES)]
+        styles[name] = {"color": PALETTE[i % len(PALETTE)], "linestyle": linestyle,
+                        "marker": MARKERS[i % len(MARKERS)], "hatch": HATCHES[i % len(HATCHES)]}
+    return styles
 
 
 def line_kwargs(style: dict) -> dict:
@@ -89,6 +105,22 @@ def log_axis(ax, which: str = "x") -> None:
     axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 2 else (1.0,)))
     axis.set_major_formatter(ticker.FuncFormatter(human_number))
     axis.set_minor_formatter(ticker.NullFormatter())
+
+
+# Legend entries for reference lines (not arms) go after the arms.
+REFERENCE_LABELS = ("unigram", "chance", "paper", "learned (")
+
+
+def legend_outside(fig, axes) -> None:
+    """One legend for the whole figure, right of the panels, with each label once (panels may
+    repeat series) and reference lines last, so it never hides data however many arms there are."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    labels = sorted(seen, key=lambda lab: lab.startswith(REFERENCE_LABELS))  # stable: arms keep their order
+    if labels:
+        fig.legend([seen[lab] for lab in labels], labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
 
 
 def legend_above(fig, axes, ncol_max: int = 4) -> None:

@@ -2,7 +2,10 @@
 
 Seeds of one variant are aligned by the logged token count; the line is their mean and the
 shaded band spans min-max over seeds (stated in each caption). Token counts <= 0 are dropped
-because the x axis is logarithmic.
+because the x axis is logarithmic. With more than MAX_ARMS_PER_PANEL arms in a context the
+figure becomes small multiples, one panel per family of arms (fixed codes, size-matched codes,
+learned-table controls, random-code controls), each with the baseline repeated as a black
+reference; the legend sits outside the panels.
 """
 
 from __future__ import annotations
@@ -12,13 +15,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.figstyle import BAND_ALPHA, FigureFile, line_kwargs, log_axis, new_figure, save, series_styles
+from analysis.figstyle import (
+    BAND_ALPHA,
+    FigureFile,
+    legend_outside,
+    line_kwargs,
+    log_axis,
+    new_figure,
+    save,
+    series_styles,
+)
 from analysis.grouping import context_columns, context_mask, model_rank
 
 DEFAULT_EMA_ALPHA = 0.1
 # More points than this per line are invisible at print size but slow to draw and bloat PDFs.
 MAX_POINTS_PER_LINE = 1000
 UNIGRAM_STYLE = {"color": "#7f7f7f", "linestyle": (0, (1, 1)), "linewidth": 1.2}
+# Above this many arms in one panel the curves and bands crowd each other: split by family.
+MAX_ARMS_PER_PANEL = 5
 
 
 def ordered_contexts(study) -> list[tuple]:
@@ -38,6 +52,43 @@ def context_title(context: list[str], key: tuple) -> str:
 def variant_order(study) -> list[str]:
     jobs = study.jobs.sort_values("variant_order", kind="stable")
     return list(dict.fromkeys(jobs["variant"]))
+
+
+def variant_families(study) -> dict[str, str]:
+    jobs = study.jobs
+    if "family" not in jobs:
+        return {}
+    return dict(zip(jobs["variant"], jobs["family"], strict=True))
+
+
+def variant_styles(study) -> dict[str, dict]:
+    """One style per variant for every figure of a report: colour and marker by order, line style by family."""
+    return series_styles(variant_order(study), variant_families(study) or None)
+
+
+def seeds_caption(study) -> str:
+    """'n = 3 seeds per variant' or the per-variant counts when they differ."""
+    jobs = study.included_jobs
+    counts = jobs.groupby(context_columns(study.jobs) + ["variant"], dropna=False)["run"].count()
+    if counts.nunique() == 1:
+        n = int(counts.iloc[0])
+        return f"n = {n} seed{'s' if n != 1 else ''} per variant"
+    per_variant = counts.groupby(level="variant", sort=False).agg(lambda c: "/".join(map(str, sorted(set(c)))))
+    order = [v for v in variant_order(study) if v in per_variant.index]
+    return "seeds per variant: " + ", ".join(f"{v} {per_variant[v]}" for v in order)
+
+
+def panel_groups(study, variants: list[str]) -> list[tuple[str, list[str]]]:
+    """[(title suffix, variants)]: one group, or one per family with the baseline in each."""
+    if len(variants) <= MAX_ARMS_PER_PANEL:
+        return [("", variants)]
+    families = variant_families(study)
+    base = [v for v in variants if families.get(v) == "baseline"][:1]
+    groups: dict[str, list[str]] = {}
+    for v in variants:
+        if v not in base:
+            groups.setdefault(families.get(v, "other"), []).append(v)
+    return [(family, base + members) for family, members in groups.items()]
 
 
 def included_curve(study, metric: str) -> pd.DataFrame:
@@ -71,7 +122,7 @@ def _plot_band_lines(ax, curve: pd.DataFrame, variants: list[str], styles: dict)
         agg = thin_log_spaced(part.groupby("tokens")["value"].agg(["mean", "min", "max"]))
         n_seeds = part["run"].nunique()
         style = styles[variant]
-        ax.plot(agg.index, agg["mean"], label=f"{variant} (n={n_seeds})",
+        ax.plot(agg.index, agg["mean"], label=variant,
                 # float markevery spaces markers evenly on screen (also on log x) but can hide
                 # every marker of a very short line, so short lines mark every point
                 markevery=0.12 if len(agg) > 10 else None, **line_kwargs(style))
@@ -84,11 +135,16 @@ def _curve_figure(study, curve: pd.DataFrame, ylabel: str, log_y: bool, unigram:
     contexts = [k for k in ordered_contexts(study) if context_mask(curve, context, k).any()]
     if not contexts:
         return None
-    variants = variant_order(study)
-    styles = series_styles(variants)
-    fig, axes = new_figure(len(contexts))
-    for ax, key in zip(axes, contexts, strict=True):
-        _plot_band_lines(ax, curve[context_mask(curve, context, key)], variants, styles)
+    styles = variant_styles(study)
+    panels = []
+    for key in contexts:
+        part = curve[context_mask(curve, context, key)]
+        present = [v for v in variant_order(study) if v in set(part["variant"])]
+        panels += [(key, title, members, part) for title, members in panel_groups(study, present)]
+    fig, axes = new_figure(len(panels), ncols_max=2 if len(panels) == 4 else 3)
+    shared: dict[tuple, object] = {}
+    for ax, (key, title, members, part) in zip(axes, panels, strict=True):
+        _plot_band_lines(ax, part, members, styles)
         if unigram:
             _unigram_line(ax, study, context, key)
         log_axis(ax, "x")
@@ -96,8 +152,12 @@ def _curve_figure(study, curve: pd.DataFrame, ylabel: str, log_y: bool, unigram:
             log_axis(ax, "y")
         ax.set_xlabel("training tokens")
         ax.set_ylabel(ylabel)
-        ax.set_title(context_title(context, key))
-        ax.legend(frameon=False)
+        ax.set_title(context_title(context, key) + (f"\n{title} vs baseline" if title else ""))
+        if title:  # small multiples of one context share the y range so panels compare at a glance
+            first = shared.setdefault(key, ax)
+            if first is not ax:
+                ax.sharey(first)
+    legend_outside(fig, axes)
     return fig
 
 
@@ -117,7 +177,7 @@ def val_ppl_figure(study, out_dir: Path) -> FigureFile | None:
     jobs = study.included_jobs
     has_unigram = "data.unigram_val_ppl" in jobs and jobs["data.unigram_val_ppl"].notna().any()
     caption = ("Validation perplexity vs training tokens (log–log). Line: mean over seeds at each logged "
-               "token count; band: min–max over seeds; n = seeds per variant. "
+               f"token count; band: min–max over seeds; {seeds_caption(study)}. "
                + ("Dotted grey line: perplexity of a unigram model on the validation split "
                   "(results.json data.unigram_val_ppl)." if has_unigram else
                   "No unigram reference line: the runs do not record data.unigram_val_ppl."))
@@ -131,5 +191,5 @@ def train_loss_figure(study, out_dir: Path, ema_alpha: float = DEFAULT_EMA_ALPHA
     fig = _curve_figure(study, ema_smooth(curve, ema_alpha), "training loss (EMA-smoothed)", False, False)
     caption = (f"Training loss vs training tokens (log x), each run smoothed with an exponential moving "
                f"average over logged points (alpha = {ema_alpha}, pandas ewm adjust=True, i.e. "
-               f"bias-corrected at the start). Line: mean over seeds; band: min–max over seeds.")
+               f"bias-corrected at the start). Line: mean over seeds; band: min–max over seeds; {seeds_caption(study)}.")
     return save(fig, out_dir, "train_loss", caption)

@@ -12,15 +12,27 @@ from matplotlib import ticker
 from analysis.figstyle import (
     FigureFile,
     human_number,
-    legend_above,
+    legend_outside,
     line_kwargs,
     log_axis,
     new_figure,
     save,
     series_styles,
 )
-from analysis.figures import context_title, ordered_contexts, variant_order
-from analysis.grouping import FINAL_METRICS, context_columns, context_mask, metric_title, table_points
+from analysis.figures import (
+    context_title,
+    ordered_contexts,
+    variant_order,
+    variant_styles,
+)
+from analysis.grouping import (
+    FINAL_METRICS,
+    context_columns,
+    context_mask,
+    metric_title,
+    table_points,
+)
+from analysis.reference import CHANCE, PAPER, eval_references
 from analysis.stats import summarize
 from analysis.variants import LEARNED, PROP_PREFIX, variant_label
 
@@ -40,9 +52,12 @@ def eval_bar_figure(study, out_dir: Path) -> FigureFile | None:
     metrics = sorted(summary["metric"].unique())
     contexts = ordered_contexts(study)
     variants = [v for v in variant_order(study) if v in set(summary["variant"])]
-    styles = series_styles(variant_order(study))
-    width = 0.8 / len(variants)
-    fig, axes = new_figure(len(metrics), panel_width=max(3.3, 0.9 * len(contexts) * len(variants) / 2))
+    styles = variant_styles(study)
+    refs = eval_references(metrics)
+    paper_variants = [v for v in dict.fromkeys(refs.loc[refs["source"] == PAPER, "variant"])] if not refs.empty else []
+    width = 0.8 / max(len(variants), len(paper_variants), 1)
+    groups = len(contexts) + (1 if paper_variants else 0)
+    fig, axes = new_figure(len(metrics), panel_width=max(3.3, 0.9 * groups * len(variants) / 2))
     for ax, metric in zip(axes, metrics, strict=True):
         rows = summary[summary["metric"] == metric]
         for i, variant in enumerate(variants):
@@ -57,13 +72,52 @@ def eval_bar_figure(study, out_dir: Path) -> FigureFile | None:
             ax.bar(xs, ys, width, yerr=np.nan_to_num(errs, nan=0.0), capsize=2, label=variant,
                    color=style["color"], hatch=style["hatch"], edgecolor="white" if i == 0 else "black",
                    linewidth=0.5, error_kw={"elinewidth": 0.8, "ecolor": "#888888"})
-        ax.set_xticks(range(len(contexts)), [context_title(context, k) for k in contexts])
+        labels = [context_title(context, k) for k in contexts]
+        if paper_variants:
+            labels.append("paper's 1.7B\n(reference)")
+            _reference_bars(ax, refs[refs["metric"] == metric], paper_variants, len(contexts), width, styles)
+        _chance_line(ax, refs[refs["metric"] == metric] if not refs.empty else refs)
+        ax.set_xticks(range(groups), labels)
         ax.set_ylabel(metric_title(metric))
         ax.grid(axis="x", visible=False)
-    legend_above(fig, axes)
+    legend_outside(fig, axes)
     caption = ("Downstream (lm-eval) metrics per input variant. Bar: mean over seeds; error bar: sample std over "
-               "seeds when n ≥ 2, lm-eval's stderr when n = 1. Arrows give the better direction.")
+               "seeds when n ≥ 2, lm-eval's stderr when n = 1. Arrows give the better direction."
+               + (" Right of the dotted line, hollow bars: the paper's own results for its 1.7B models "
+                  "(reference only, another scale; ≈ and a range bar mark approximate values)." if paper_variants else "")
+               + (" Grey dotted line: chance level (reference)." if not refs.empty and (refs["source"] == CHANCE).any()
+                  else ""))
     return save(fig, out_dir, "eval_metrics", caption)
+
+
+def _reference_bars(ax, refs: pd.DataFrame, paper_variants: list[str], x0: int, width: float, styles: dict) -> None:
+    """The paper's numbers as hollow bars in the matching variant's colour, behind a dotted divider."""
+    if not (refs["source"] == PAPER).any():
+        return
+    ax.axvline(x0 - 0.5, color="#888888", linestyle=":", linewidth=0.8)
+    first = True
+    for i, variant in enumerate(paper_variants):
+        hit = refs[(refs["source"] == PAPER) & (refs["variant"] == variant)]
+        if hit.empty or not np.isfinite(hit["mid"].iloc[0]):
+            continue
+        r = hit.iloc[0]
+        x = x0 + (i - (len(paper_variants) - 1) / 2) * width
+        color = styles.get(variant, {}).get("color", "#888888")
+        half = (r["high"] - r["low"]) / 2
+        ax.bar([x], [r["mid"]], width, yerr=[half] if half > 0 else None, capsize=2, facecolor="white",
+               edgecolor=color, hatch="////", linewidth=1.0, error_kw={"elinewidth": 0.8, "ecolor": color},
+               label="paper's 1.7B results (reference)" if first else "_nolegend_")
+        first = False
+        if r["approx"]:
+            ax.annotate("≈", (x, r["high"]), ha="center", va="bottom", fontsize=7)
+
+
+def _chance_line(ax, refs: pd.DataFrame) -> None:
+    if refs.empty:
+        return
+    chance = refs[(refs["source"] == CHANCE) & np.isfinite(refs["mid"])]
+    for value in chance["mid"].unique():
+        ax.axhline(value, color="#777777", linestyle=(0, (1, 1)), linewidth=1.0, label="chance level (reference)")
 
 
 @dataclass(frozen=True)
@@ -136,7 +190,7 @@ def sweep_figure(study, axis: SweepAxis, out_dir: Path) -> FigureFile | None:
     metrics = [m for m in FINAL_METRICS if f"final.{m}|mean" in agg]
     if axis is MODEL_SIZE:  # series are variants: keep the table's order so learned stays black
         series = [v for v in variant_order(study) if v in set(agg["series"])]
-        styles = series_styles(variant_order(study))  # same colour per variant as the curve figures
+        styles = variant_styles(study)  # same colour per variant as the curve figures
     else:
         series = list(dict.fromkeys(agg["series"]))
         styles = series_styles([LEARNED] + series)
@@ -158,7 +212,7 @@ def sweep_figure(study, axis: SweepAxis, out_dir: Path) -> FigureFile | None:
             ax.xaxis.set_major_formatter(ticker.FuncFormatter(human_number))
         ax.set_xlabel(axis.label)
         ax.set_ylabel(f"final {metric_title(metric)}")
-        ax.legend(frameon=False)
+    legend_outside(fig, axes)
     caption = (f"Final validation metrics vs {axis.label}. Point: mean over seeds; error bar: sample std over seeds "
                f"(none with one seed). Each line keeps model, input type and other design props fixed"
                + ("; horizontal dashed line: learned baseline mean per model." if axis is not MODEL_SIZE else

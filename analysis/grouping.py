@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.stats import lower_is_better
+from analysis.metricinfo import lower_is_better
 
 FINAL_METRICS = ["val_ppl", "val_bpb"]
-DISPLAY = {"val_ppl": "val ppl", "val_bpb": "val bpb", "val_loss": "val loss"}
+# The validation metric that is tested. Not val ppl as well: on one validation set log ppl and bpb
+# are proportional, so a second test would repeat the first and count twice in the Holm family.
+COMPARED_FINAL = ["val_bpb"]
+DISPLAY = {"val_ppl": "val ppl", "val_bpb": "val bpb", "val_loss": "val loss",
+           "val_loss_select": "val loss (select half)", "val_loss_report": "val loss (report half)",
+           "val_bpb_select": "val bpb (select half)", "val_bpb_report": "val bpb (report half)"}
 
 
 def context_columns(jobs: pd.DataFrame) -> list[str]:
@@ -50,10 +55,10 @@ def sort_rows(frame: pd.DataFrame, jobs: pd.DataFrame, extra: list[str] = ()) ->
             .sort_values(keys, kind="stable").drop(columns="_model_rank"))
 
 
-def metric_order(points: pd.DataFrame) -> list[str]:
+def metric_order(points: pd.DataFrame, finals: list[str] = FINAL_METRICS) -> list[str]:
     present = list(dict.fromkeys(points["metric"]))
     evals = sorted(points.loc[points["kind"] == "eval", "metric"].unique())
-    return [m for m in FINAL_METRICS if m in present] + evals
+    return [m for m in finals if m in present] + evals
 
 
 def metric_title(metric: str) -> str:
@@ -65,5 +70,16 @@ def table_points(study) -> pd.DataFrame:
     long = study.long
     points = long[long["included"].astype(bool) & long["kind"].isin(["final", "eval"])]
     points = points[points["metric"].isin(FINAL_METRICS) | (points["kind"] == "eval")]
+    order = study.jobs.set_index("run")["variant_order"]
+    return points.assign(variant_order=points["run"].map(order))
+
+
+def comparison_points(study, finals: list[str] = COMPARED_FINAL) -> pd.DataFrame:
+    """What the comparisons test: the given final metrics and lm-eval's headline metrics, one row per run."""
+    long = study.long
+    points = long[long["included"].astype(bool)]
+    headline = points["headline"].fillna(True).astype(bool) if "headline" in points else True
+    points = points[((points["kind"] == "final") & points["metric"].isin(finals))
+                    | ((points["kind"] == "eval") & headline)]
     order = study.jobs.set_index("run")["variant_order"]
     return points.assign(variant_order=points["run"].map(order))

@@ -19,14 +19,20 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import AnalysisError
-from analysis.variants import assign_variants
-from fixedcode_study.record.jobdir import CHECKPOINTS, COMPLETED, METRICS_FILE, RESULTS_FILE
+from analysis.pairing import is_crn
+from analysis.variants import TUNED_PREFIXES, assign_variants
+from fixedcode_study.record.jobdir import (
+    CHECKPOINTS,
+    COMPLETED,
+    METRICS_FILE,
+    RESULTS_FILE,
+)
 
 # The final metrics every completed job must report to be comparable in the main table.
 REQUIRED_FINAL = ("val_ppl", "val_bpb")
 CURVE_COLUMNS = ["step", "tokens", "metric", "value"]
 # Job-level columns copied onto every long-format row, so each value carries its provenance.
-JOB_KEY_COLUMNS = ["run", "sweep", "job_key", "input", "variant", "model", "seed", "data", "included"]
+JOB_KEY_COLUMNS = ["run", "sweep", "job_key", "input", "variant", "model", "seed", "data", "included", "crn"]
 # Subtrees that never hold job directories; pruned so discovery stays fast on real output trees.
 _SKIP_DIRS = {CHECKPOINTS, "wandb", ".hydra", "__pycache__", ".git"}
 
@@ -120,12 +126,27 @@ def job_record(results: dict, run: str, job_dir: Path) -> dict:
         "tokens_seen": results.get("tokens_seen"),
         "train_seconds": results.get("train_seconds"),
         "data": (results.get("data") or {}).get("name"),
+        # common random numbers: runs of different variants at one seed may be paired (analysis.pairing)
+        "crn": is_crn(results),
+        "flops_per_token": flops_per_token(results),
     }
-    for section in ("input_props", "params", "data", "final"):
-        flatten(section, results.get(section) or {}, rec)
+    for section in ("input_props", "params", "data", "final", "init"):
+        value = results.get(section)
+        flatten(section, value if isinstance(value, dict) else {}, rec)
     rec["reason"] = exclusion_reason(results)
     rec["included"] = rec["reason"] == ""
     return rec
+
+
+def flops_per_token(results: dict) -> float:
+    """Training FLOPs per token when the record carries them (a number, or accounting's dict with
+    'total'); NaN otherwise."""
+    for value in (results.get("flops_per_token"), (results.get("plan") or {}).get("flops_per_token")):
+        if isinstance(value, dict):
+            value = value.get("total")
+        if _finite(value):
+            return float(value)
+    return math.nan
 
 
 def stderr_key(metric: str) -> str:
@@ -136,8 +157,14 @@ def stderr_key(metric: str) -> str:
 
 def eval_rows(results: dict) -> list[dict]:
     """lm-eval metrics of the requested tasks (results.json eval.tasks) as long rows with their stderr.
-    A ',none' filter suffix is dropped (raw lm-eval keys); other filters stay, they are distinct metrics."""
-    tasks = ((results.get("eval") or {}).get("tasks")) or {}
+    A ',none' filter suffix is dropped (raw lm-eval keys); other filters stay, they are distinct metrics.
+    ``headline`` marks the suite's reported metrics (eval.headline); without a headline every metric is one.
+    Comparisons test headline metrics only: a task's other metrics (byte_perplexity next to
+    bits_per_byte) are transforms of the same number and would count twice in the Holm family."""
+    ev = results.get("eval") or {}
+    tasks = ev.get("tasks") or {}
+    headline = ev.get("headline") if isinstance(ev.get("headline"), dict) else {}
+    chosen = {(t, m.removesuffix(",none")) for t, ms in headline.items() if isinstance(ms, dict) for m in ms}
     rows = []
     for task, metrics in tasks.items():
         clean = {name.removesuffix(",none"): value for name, value in (metrics or {}).items()}
@@ -146,7 +173,8 @@ def eval_rows(results: dict) -> list[dict]:
                 continue
             stderr = clean.get(stderr_key(name))
             rows.append({"kind": "eval", "metric": f"{task}/{name}", "value": float(value),
-                         "stderr": float(stderr) if _finite(stderr) else np.nan})
+                         "stderr": float(stderr) if _finite(stderr) else np.nan,
+                         "headline": not chosen or (task, name) in chosen})
     return rows
 
 
@@ -246,10 +274,12 @@ def build_study(collected: Collected) -> Study:
         raise AnalysisError("no jobs found under " + ", ".join(collected.sources) + f" (looked for {RESULTS_FILE})")
     configs = {r["run"]: r.get("_config_flat", {}) for r in records}
     jobs = pd.DataFrame.from_records([{k: v for k, v in r.items() if k != "_config_flat"} for r in records])
-    for col in ("input", "model", "seed", "data", "code_width"):
+    for col in ("input", "model", "seed", "data", "code_width", "flops_per_token"):
         if col not in jobs:
             jobs[col] = np.nan
     jobs["included"] = jobs["included"].astype(bool)
+    jobs["crn"] = jobs["crn"].fillna(False).astype(bool) if "crn" in jobs else False
+    jobs = add_tuned_columns(jobs, configs)
     seeds = pd.to_numeric(jobs["seed"], errors="coerce")
     if (seeds.dropna() % 1 == 0).all():
         jobs["seed"] = seeds.astype("Int64")  # integer seeds print as 1, not 1.0, next to NaN ones
@@ -266,13 +296,25 @@ def build_study(collected: Collected) -> Study:
     prop_cols = [c for c in jobs.columns if c.startswith("input_props.")]
     long = attach_job_columns(long, jobs, JOB_KEY_COLUMNS[1:] + ["code_width"] + prop_cols)
     notes.extend(pooled_config_notes(configs, jobs))
-    notes.extend(setting_notes(configs, jobs))
+    labelled = tuple(c for cols in label_props.values() for c in cols if c.startswith(TUNED_PREFIXES))
+    notes.extend(setting_notes(configs, jobs, labelled))
     with_curves = set(long.loc[long["kind"] == "curve", "run"])
     no_curves = [r for r in jobs.loc[jobs["included"], "run"] if r not in with_curves]
     if no_curves:
+        shown = "; ".join(no_curves[:5]) + (f"; ... ({len(no_curves) - 5} more, see tables/jobs.csv)"
+                                             if len(no_curves) > 5 else "")
         notes.append(f"{len(no_curves)} included job(s) have no per-step metrics, so they appear in tables but "
-                     "not in curve figures: " + "; ".join(no_curves))
+                     "not in curve figures: " + shown)
     return Study(jobs=jobs, long=long, label_props=label_props, sources=collected.sources, notes=notes)
+
+
+def add_tuned_columns(jobs: pd.DataFrame, configs: dict[str, dict]) -> pd.DataFrame:
+    """Optimizer settings a tuning sweep varies (optim.lr, optim.warmup_*), copied from the resolved
+    config onto the job rows; variants.assign_variants names arms by them when they vary."""
+    keys = sorted({k for flat in configs.values() for k in flat if k.startswith(TUNED_PREFIXES)})
+    for key in keys:
+        jobs[key] = jobs["run"].map(lambda run, key=key: configs.get(run, {}).get(key))
+    return jobs
 
 
 def exclude_repeated_seeds(jobs: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
@@ -325,14 +367,15 @@ def pooled_config_notes(configs: dict[str, dict], jobs: pd.DataFrame) -> list[st
     return notes
 
 
-def setting_notes(configs: dict[str, dict], jobs: pd.DataFrame) -> list[str]:
+def setting_notes(configs: dict[str, dict], jobs: pd.DataFrame, labelled: tuple[str, ...] = ()) -> list[str]:
     """Warn when rows compared with each other (same model and data) ran under different settings
-    other than the input variant, e.g. a different token budget: their differences are then confounded."""
+    other than the input variant, e.g. a different token budget: their differences are then confounded.
+    ``labelled`` settings (a tuning sweep's optim.lr) name the rows themselves, so they are not warned about."""
     notes = []
     included = jobs[jobs["included"]]
     for (model, data), group in included.groupby(["model", "data"], dropna=False):
         flat = [configs.get(run, {}) for run in group["run"]]
-        if len(flat) >= 2 and any(flat) and (differing := _differing_keys(flat, ("input.", "input_props."))):
+        if len(flat) >= 2 and any(flat) and (differing := _differing_keys(flat, ("input.", "input_props.", *labelled))):
             notes.append(f"jobs compared within model={model}, data={data} differ in settings other than the input "
                          f"variant and seed: {_shown(differing)}; differences between rows may reflect these")
     return notes

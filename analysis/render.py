@@ -26,7 +26,9 @@ class Table:
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 _LATEX_SYMBOLS = {"±": r"$\pm$", "↓": r"$\downarrow$", "↑": r"$\uparrow$", "−": "-", "≥": r"$\geq$",
-                  "<": r"$<$", ">": r"$>$"}
+                  "<": r"$<$", ">": r"$>$", "≤": r"$\leq$", "≠": r"$\neq$", "≈": r"$\approx$",
+                  "×": r"$\times$", "Δ": r"$\Delta$", "α": r"$\alpha$", "·": r"$\cdot$", "–": "--",
+                  "✓": r"$\checkmark$"}
 
 
 def latex_escape(text: str) -> str:
@@ -50,11 +52,18 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _latex_cell(text: str) -> str:
+    """Markdown *italics* (reference rows) become \\textit; everything else is escaped text."""
+    if len(text) > 2 and text.startswith("*") and text.endswith("*") and not text.startswith("**"):
+        return rf"\textit{{{latex_escape(text[1:-1])}}}"
+    return latex_escape(text)
+
+
 def to_latex(table: Table) -> str:
     spec = "".join("r" if i in table.numeric else "l" for i in range(len(table.columns)))
     body = []
     for r, row in enumerate(table.rows):
-        cells = [rf"\textbf{{{latex_escape(c)}}}" if (r, i) in table.bold else latex_escape(c)
+        cells = [rf"\textbf{{{_latex_cell(c)}}}" if (r, i) in table.bold else _latex_cell(c)
                  for i, c in enumerate(row)]
         body.append(" & ".join(cells) + r" \\")
     return "\n".join([

@@ -5,27 +5,91 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis import figures, figures_summary, tables
+from analysis import (
+    figures,
+    figures_gap,
+    figures_summary,
+    figures_tuned,
+    tables,
+    tuning,
+)
+from analysis.comparisons import DEFAULT_BASELINE, Plan
+from analysis.equivalence import (
+    ALPHA,
+    DEFAULT_ACCURACY_MARGIN,
+    DEFAULT_BPB_MARGIN,
+    DEFAULT_LOSS_MARGIN,
+    DEFAULT_RELATIVE_MARGIN,
+    Margins,
+)
 from analysis.figstyle import FigureFile, style_context
-from analysis.grouping import context_columns
+from analysis.grouping import COMPARED_FINAL, comparison_points, context_columns
+from analysis.reference import reference_table
 from analysis.render import Table, to_markdown, write_table
-from analysis.stats import CONFIDENCE
+from analysis.stats import CONFIDENCE, summarize
+from analysis.tables_code import code_table, constant_bit_warnings
+from analysis.tables_compare import comparison_table, compute
+from analysis.tables_eval import eval_table
+from analysis.tables_tuned import tuned_grid_table
+from analysis.tables_variance import variance_table
 
 METHODS = f"""\
 - **Cells** are mean ± sample standard deviation (ddof = 1) over seeds, with the number of seeds n.
   With a single seed the ± is lm-eval's own standard error (marked "stderr"); with neither, the value alone.
 - **Best** per column (bold) is judged at the displayed precision, within each model preset; lower is better
   for perplexity, bits per byte and loss, higher for everything else (accuracy-type lm-eval metrics).
-- **Differences** are variant − learned for the same model (and data set). The {CONFIDENCE:.0%} CI is
-  Δ ± t(0.975, ν)·se with se² = s²_v/n_v + s²_l/n_l and Welch–Satterthwaite ν; the p-value is Welch's t-test
-  (`scipy.stats.ttest_ind(..., equal_var=False)`). With fewer than two seeds on either side no CI or p-value is
-  computed and the verdict is "n/a (n<2)": one seed carries no information about seed-to-seed variation,
-  and lm-eval's stderr (sampling error over benchmark items) is not a substitute for it.
-- **Verdict**: "within seed variation" when the CI contains 0; otherwise "better"/"worse" in the metric's direction.
-  This is a per-metric statement, not corrected for multiple comparisons.
+- **What is compared.** Within one model preset (and data set), every variant against the baseline
+  (`--baseline`, default learned), the two fixed codes against each other (gf2 − binary16) whenever both ran,
+  and any pair named with `--pairs a:b`. Δ is always a − b. The validation metric tested is val bpb (val ppl
+  is not tested separately: on one validation set log ppl and bpb are proportional, so it would repeat the
+  same test); downstream metrics are lm-eval's headline metrics of the suite. Perplexities are tested on the
+  log scale, so their Δ is a ratio, shown as the % change of the geometric mean.
+- **Pairing.** When two runs of different variants share a seed and both record common random numbers
+  (results.json `init.scheme` = per_group_generators: the same body/head initialisation and the same data order
+  for every variant at that seed), they form a pair, and seed-to-seed noise cancels in their difference. With at
+  least two pairs the comparison is a paired t-test on the per-seed differences (`scipy.stats.ttest_rel`), with
+  a t interval on n − 1 degrees of freedom. Otherwise, with at least two runs per side, it is Welch's t-test
+  (`scipy.stats.ttest_ind(equal_var=False)`) with a Welch–Satterthwaite t interval; the table says why it was
+  not paired. With fewer runs nothing is tested ("n/a"): one seed says nothing about seed-to-seed variation, and
+  lm-eval's stderr (sampling over benchmark items) is not a substitute for it.
+- **Effect sizes.** Besides Δ and its {CONFIDENCE:.0%} CI: d_z (mean difference / sd of the differences) for
+  paired comparisons, Hedges' g (difference / pooled sd, small-sample corrected) otherwise; their CIs invert the
+  noncentral t distribution. With three seeds these intervals are wide, which is the honest answer.
+- **Multiplicity.** All tests of Δ = 0 in one comparisons table form one family, adjusted with Holm–Bonferroni
+  (step-down; controls the family-wise error rate at α = {ALPHA}); the TOST p-values of the same table are Holm-
+  adjusted as a second family. Verdicts use the adjusted p-values.
+- **Equivalence (TOST).** For each metric a margin says how small a difference is too small to matter. Two
+  one-sided t-tests (same se and degrees of freedom as the test above) check Δ > −margin and Δ < +margin; the
+  TOST p-value is the larger of the two. Default margins: val bpb ±{DEFAULT_BPB_MARGIN} bits/byte; val loss
+  (incl. select/report halves) ±{DEFAULT_LOSS_MARGIN} nats/token (a perplexity ratio of 1.02); perplexities ±{100 * DEFAULT_RELATIVE_MARGIN:g}%
+  relative (|log ratio| < log 1.02); accuracies ±{DEFAULT_ACCURACY_MARGIN} (one percentage point). The three
+  loss-type margins describe the same ~2% change in perplexity at 3–4.5 bytes per token; one point of accuracy
+  is about two binomial standard errors on HellaSwag and well below the paper's 2–5 point gaps. Other metrics have
+  no default margin. Change any with `--margin METRIC=VALUE` (e.g. `--margin val_bpb=0.005`,
+  `--margin hellaswag/acc_norm=0.02`, `--margin acc_norm=0.02` for every task; for perplexities VALUE is
+  relative: `0.03` or `3%`).
+- **Verdict** (α = {ALPHA}, on the Holm-adjusted p-values): *equivalent* when TOST shows |Δ| < margin (written
+  "equivalent (Δ ≠ 0)" when the difference test is also significant: a real but negligible difference);
+  *better* / *worse* when the difference test is significant and equivalence is not shown, in the metric's
+  direction; *inconclusive* when neither test is significant: these runs can tell neither a difference nor an
+  equivalence, so more seeds are needed. A CI that contains 0 is not by itself evidence of no difference, so
+  it never earns a verdict of its own.
+- **Tuned arms** (studies where runs differ in optim.lr or warm-up): per arm, the learning rate with the lowest
+  mean final val_loss_select over seeds is chosen, and the arms are compared, with everything above, on the
+  other half of the validation windows: val_bpb_report when recorded, else val_loss_report (one of them only, as
+  they are proportional). The halves share
+  the trained models, so a lucky seed at one learning rate helps both halves: disjoint windows remove the data
+  part of the selection optimism, not the training-noise part.
+- **Matrix vs seed variance** (GF(2) matrix seeds crossed with run seeds): a two-way random-effects model
+  y = μ + matrix + seed + residual, estimated by ANOVA mean squares (σ²_matrix = (MS_matrix − MS_residual)/J,
+  σ²_seed = (MS_seed − MS_residual)/I, σ²_residual = MS_residual, negative estimates set to 0), with F tests of
+  "no matrix effect" / "no seed effect" and 95% intervals from a bootstrap that resamples matrices and seeds
+  independently (conservative). The residual holds the matrix × seed interaction, which one run per cell cannot
+  separate from noise.
 - Only jobs with status "completed" and finite final val_ppl and val_bpb enter tables and figures; every other
   job is listed under *Excluded jobs*. Every table value traces to run directories via the `runs` column of
-  the CSV next to it (tables/*.csv) and `tables/jobs.csv` (one row per job).
+  the CSV next to it (tables/*.csv) and `tables/jobs.csv` (one row per job). Reference rows (the paper, chance
+  levels) are shown for orientation only and never enter a statistic.
 """
 
 
@@ -34,6 +98,13 @@ class ReportOptions:
     reference: bool = False
     ema_alpha: float = figures.DEFAULT_EMA_ALPHA
     command: str = ""
+    baseline: str = DEFAULT_BASELINE
+    pairs: tuple[tuple[str, str], ...] = ()
+    margins: Margins = field(default_factory=Margins)
+
+    @property
+    def plan(self) -> Plan:
+        return Plan(self.baseline, tuple(self.pairs))
 
 
 @dataclass
@@ -43,24 +114,73 @@ class ReportOutput:
     figures: list[FigureFile] = field(default_factory=list)
 
 
-def build_tables(study, options: ReportOptions) -> dict[str, Table]:
-    built = {}
+@dataclass
+class Built:
+    """Everything report.md is made of, before it is written."""
+    tables: dict[str, Table] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    compared: object = None              # the study the comparisons and curves use (tuned: best arms)
+    tuned_grid: object = None
+
+
+def comparison_decimals(study, finals: list[str]) -> dict[str, int]:
+    points = comparison_points(study, finals)
+    if points.empty:
+        return {}
+    return tables.metric_decimals(summarize(points, context_columns(study.jobs) + ["variant"]))
+
+
+def build_tables(study, options: ReportOptions) -> Built:
+    built = Built(compared=study)
+    made = built.tables
     if len(study.included_jobs):
-        main, decimals = tables.main_table(study)
-        built = {"main_results": main, "diff_vs_learned": tables.diff_table(study, decimals),
-                 "params": tables.params_table(study)}
+        made["main_results"], _ = tables.main_table(study)
+        evals = eval_table(study)
+        if evals is not None:
+            made["eval_results"] = evals[0]
+        finals = COMPARED_FINAL
+        if tuning.is_tuned(study):
+            grid, notes = tuning.grid(study)
+            built.notes += notes
+            if not grid.empty:
+                built.tuned_grid = grid
+                made["tuned_lr"] = tuned_grid_table(study, grid)
+                built.compared = tuning.selected_study(study, grid)
+                finals = tuning.tested_metric(grid.attrs["report"])
+        diffs, notes = compute(built.compared, options.plan, options.margins, finals)
+        built.notes += notes
+        lead = ("Tuned arms, each at its chosen setting (see the tuning grid), compared on the held-out half. "
+                if built.tuned_grid is not None else "")
+        made["comparisons"] = comparison_table(built.compared, diffs, comparison_decimals(built.compared, finals),
+                                               lead=lead)
+        variance, notes = variance_table(study)
+        built.notes += notes
+        if variance is not None:
+            made["matrix_seed_variance"] = variance
+        codes = code_table(study)
+        if codes is not None:
+            made["code_properties"] = codes
+        built.warnings = constant_bit_warnings(study)
+        made["params"] = tables.params_table(study)
+        built.notes += tables.table_notes(built.compared, options.baseline)
     if options.reference:
-        built["reference"] = tables.reference_table()
-    built["excluded_jobs"] = tables.excluded_table(study)
+        made["reference"] = reference_table()
+    made["excluded_jobs"] = tables.excluded_table(study)
     return built
 
 
-def build_figures(study, fig_dir: Path, options: ReportOptions) -> list[FigureFile]:
+def build_figures(study, built: Built, fig_dir: Path, options: ReportOptions) -> list[FigureFile]:
+    compared = built.compared
     with style_context():
-        made = [figures.val_ppl_figure(study, fig_dir),
-                figures.train_loss_figure(study, fig_dir, options.ema_alpha),
-                figures_summary.eval_bar_figure(study, fig_dir),
+        made = [figures.val_ppl_figure(compared, fig_dir),
+                figures.train_loss_figure(compared, fig_dir, options.ema_alpha),
+                figures_gap.gap_vs_tokens_figure(compared, fig_dir, options.baseline),
+                figures_gap.gap_vs_size_figure(compared, fig_dir, options.baseline),
+                figures_summary.eval_bar_figure(compared, fig_dir),
                 *figures_summary.sweep_figures(study, fig_dir)]
+        if built.tuned_grid is not None:
+            made.append(figures_tuned.tuned_lr_figure(study, built.tuned_grid, fig_dir))
     return [f for f in made if f is not None]
 
 
@@ -76,12 +196,13 @@ def compared_section(study) -> list[str]:
         return lines
     per_variant = (jobs.groupby(context + ["variant", "variant_order"], dropna=False)
                    .agg(seeds=("seed", lambda s: ", ".join(str(x) for x in sorted(s.dropna().unique()))),
-                        n=("run", "count"))
+                        n=("run", "count"), crn=("crn", "all"))
                    .reset_index().sort_values("variant_order"))
-    lines += ["", "| " + " | ".join(context) + " | input variant | seeds | n |",
-              "|" + " :--- |" * (len(context) + 2) + " ---: |"]
+    lines += ["", "| " + " | ".join(context) + " | input variant | seeds | n | paired-ready (CRN) |",
+              "|" + " :--- |" * (len(context) + 2) + " ---: | :--- |"]
     for row in per_variant.to_dict("records"):
-        cells = [str(row[c]) for c in context] + [row["variant"], row["seeds"], str(row["n"])]
+        cells = [str(row[c]) for c in context] + [row["variant"], row["seeds"], str(row["n"]),
+                                                  "yes" if row["crn"] else "no"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -92,23 +213,28 @@ def _section(title: str, table: Table) -> list[str]:
              f"[`.tex`](tables/{table.name}.tex), [`.csv`](tables/{table.name}.csv)"), ""]
 
 
-def report_markdown(study, built: dict[str, Table], made: list[FigureFile], options: ReportOptions) -> str:
+TITLES = {"main_results": "Main results", "eval_results": "Downstream evaluation",
+          "tuned_lr": "Tuning grid (learning rate per arm)", "comparisons": "Comparisons",
+          "matrix_seed_variance": "Matrix vs seed variance", "code_properties": "Code properties",
+          "params": "Parameter accounting",
+          "reference": "Published reference numbers (published, not produced here)"}
+
+
+def report_markdown(study, built: Built, made: list[FigureFile], options: ReportOptions) -> str:
     lines = ["# Fixed-code input study: report", ""]
     if options.command:
         lines += [f"Generated by `{options.command}`.", ""]
     lines += ["## What was compared", ""] + compared_section(study) + [""]
-    notes = study.notes + tables.table_notes(study)
-    # Caveats come before the tables so nobody reads a number without them.
+    # Warnings and caveats come before the tables so nobody reads a number without them.
+    lines += [f"> **Warning:** {w}" for w in built.warnings] + ([""] if built.warnings else [])
+    notes = study.notes + built.notes
     lines += ["## Caveats and notes", ""] + ([f"- {n}" for n in notes] or ["- none"]) + [""]
     if not len(study.included_jobs):
         lines += [("**No job is completed with final metrics, so there is nothing to compare yet.** "
                    "See *Excluded jobs* below."), ""]
-    titles = {"main_results": "Main results", "diff_vs_learned": "Differences from the learned baseline",
-              "params": "Parameter accounting",
-              "reference": "Published reference numbers (published, not produced here)"}
-    for name, title in titles.items():
-        if name in built:
-            lines += _section(title, built[name])
+    for name, title in TITLES.items():
+        if name in built.tables:
+            lines += _section(title, built.tables[name])
     lines += ["## Figures", ""]
     if not made:
         lines += ["No figures: no included job has per-step metrics or final values to plot.", ""]
@@ -116,21 +242,22 @@ def report_markdown(study, built: dict[str, Table], made: list[FigureFile], opti
         lines += [f"![Figure {number}](figures/{fig.stem}.png)", "",
                   f"*Figure {number}.* {fig.caption} ([PDF](figures/{fig.stem}.pdf))", ""]
     lines += ["## Excluded jobs", ""]
-    excluded = built["excluded_jobs"]
+    excluded = built.tables["excluded_jobs"]
     lines += ([to_markdown(excluded)] if excluded.rows else ["None: every job found is completed with final metrics."])
     lines += [""]
     lines += ["## Methods", "", METHODS]
     return "\n".join(lines)
 
 
-OUR_TABLES = ("main_results", "diff_vs_learned", "params", "reference", "excluded_jobs", "jobs")
+OUR_TABLES = ("main_results", "eval_results", "comparisons", "tuned_lr", "matrix_seed_variance", "code_properties",
+              "params", "reference", "excluded_jobs", "jobs", "diff_vs_learned")
 OUR_FIGURES = ("val_ppl_vs_tokens", "train_loss", "eval_metrics", "final_vs_code_width", "final_vs_scale",
-               "final_vs_model_params")
+               "final_vs_model_params", "gap_vs_tokens", "gap_vs_model_size", "tuned_lr")
 
 
 def remove_stale_outputs(out_dir: Path) -> None:
-    """Delete outputs of an earlier report in the same directory (only files this tool writes), so a
-    figure or table that no longer applies cannot be mistaken for a current one."""
+    """Delete outputs of an earlier report in the same directory (only files this tool writes, including
+    names earlier versions wrote), so a figure or table that no longer applies cannot be mistaken for a current one."""
     stale = [out_dir / "tables" / f"{n}.{e}" for n in OUR_TABLES for e in ("md", "tex", "csv")]
     stale += [out_dir / "figures" / f"{n}.{e}" for n in OUR_FIGURES for e in ("png", "pdf")]
     for path in stale:
@@ -141,12 +268,12 @@ def write_report(study, out_dir: Path, options: ReportOptions | None = None) -> 
     options = options or ReportOptions()
     out_dir = Path(out_dir)
     table_dir = out_dir / "tables"
+    built = build_tables(study, options)   # before deleting anything: a bad --pairs leaves the old report intact
     remove_stale_outputs(out_dir)
-    built = build_tables(study, options)
-    for table in built.values():
+    for table in built.tables.values():
         write_table(table, table_dir)
     tables.jobs_table(study).to_csv(table_dir / "jobs.csv", index=False)
-    made = build_figures(study, out_dir / "figures", options) if len(study.included_jobs) else []
+    made = build_figures(study, built, out_dir / "figures", options) if len(study.included_jobs) else []
     report = out_dir / "report.md"
     report.write_text(report_markdown(study, built, made, options))
-    return ReportOutput(report, built, made)
+    return ReportOutput(report, built.tables, made)

@@ -1,14 +1,18 @@
-"""Seed summaries and Welch comparisons against the learned baseline.
+"""The statistics: seed summaries, paired and Welch t comparisons, standardized effects, Holm.
 
-Conventions (also stated in report.md):
-- std is the sample standard deviation over seeds (ddof=1); with one seed there is none,
-  and lm-eval's own stderr (when reported) is shown instead.
-- Differences are variant minus learned. The 95% CI is Welch's: delta +/- t_{0.975, nu} * se with
-  se^2 = s_v^2/n_v + s_l^2/n_l and Welch-Satterthwaite nu. The p-value is
-  scipy.stats.ttest_ind(variant, learned, equal_var=False), i.e. the same test.
-- With fewer than two seeds on either side no CI or p-value is computed ("n/a"): a spread
-  over seeds cannot be estimated from one seed, and lm-eval's sampling stderr does not
-  measure seed-to-seed variation.
+Conventions (also stated in report.md's methods):
+- std is the sample standard deviation over seeds (ddof=1).
+- A comparison is arm a minus arm b. Paired (runs matched by seed, common random numbers): the
+  differences d_i = a_i - b_i give delta = mean(d), se = sd(d)/sqrt(n), nu = n - 1; the p-value is
+  scipy.stats.ttest_rel(a, b). Welch (unmatched runs): se^2 = s_a^2/n_a + s_b^2/n_b,
+  Welch-Satterthwaite nu; the p-value is scipy.stats.ttest_ind(a, b, equal_var=False). Either way
+  the CI is delta +/- t(0.975, nu) * se, i.e. the interval of the same test.
+- Standardized effects: d_z = mean(d) / sd(d) for paired data; Hedges' g (pooled sd, small-sample
+  factor J = 1 - 3 / (4 nu - 1), nu = n_a + n_b - 2) otherwise. Their CIs, for the population
+  standardized difference, invert the noncentral t distribution of the observed t statistic
+  (exact under normality; a normal approximation would be far too narrow with three seeds).
+- With fewer than two runs on a side (or fewer than two pairs and no Welch possible) nothing is
+  tested: one seed carries no information about seed-to-seed variation.
 """
 
 from __future__ import annotations
@@ -18,18 +22,20 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import optimize
 from scipy import stats as sps
 
+from analysis.metricinfo import lower_is_better
+
+# lower_is_better is re-exported: callers have long imported it from here
+__all__ = ["CONFIDENCE", "Comparison", "hedges_g", "holm", "lower_is_better", "noncentral_ci", "paired_compare",
+           "summarize", "welch_compare"]
+
 CONFIDENCE = 0.95
-# Metric-name fragments for which smaller is better; everything else (acc, acc_norm, f1,
-# exact_match, ...) is treated as higher-is-better.
-LOWER_IS_BETTER = ("ppl", "perplexity", "bpb", "bits_per_byte", "loss")
-WITHIN = "within seed variation"
-NOT_AVAILABLE = "n/a (n<2)"
-
-
-def lower_is_better(metric: str) -> bool:
-    return any(fragment in metric.lower() for fragment in LOWER_IS_BETTER)
+PAIRED, WELCH, EXACT, NONE = "paired", "welch", "exact", "n/a"
+# A spread this small relative to the values is floating-point noise (e.g. bitwise-identical runs
+# whose difference was formed in floating point): treat it as no spread, not as a huge effect.
+SPREAD_RTOL = 1e-12
 
 
 def summarize(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -46,68 +52,126 @@ def summarize(points: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Comparison:
+    """Arm a minus arm b on one metric (on the scale the metric is tested on)."""
+    test: str           # paired | welch | exact (no spread: the difference is known exactly) | n/a
     delta: float
     ci_low: float
     ci_high: float
     dof: float
     p_value: float
-    n_variant: int
-    n_baseline: int
+    se: float
+    n_a: int
+    n_b: int
+    n_pairs: int = 0
+    effect_name: str = ""     # d_z (paired) | g (Hedges, independent)
+    effect: float = math.nan
+    effect_low: float = math.nan
+    effect_high: float = math.nan
 
 
-def welch_compare(variant, baseline, confidence: float = CONFIDENCE) -> Comparison:
-    a = np.asarray(variant, dtype=float)
-    b = np.asarray(baseline, dtype=float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+def _no_spread(sd: float, *arrays: np.ndarray) -> bool:
+    scale = max((float(np.max(np.abs(a))) for a in arrays if len(a)), default=0.0)
+    return sd <= SPREAD_RTOL * max(scale, 1e-300)
+
+
+def _clean(values) -> np.ndarray:
+    x = np.asarray(values, dtype=float)
+    return x[np.isfinite(x)]
+
+
+def noncentral_ci(t_obs: float, dof: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """CI for the noncentrality parameter given an observed t: the values nc with
+    P(T <= t_obs | nc) = 1 - alpha/2 (lower) and alpha/2 (upper). NaN where it cannot be solved."""
+    if not (math.isfinite(t_obs) and math.isfinite(dof) and dof > 0):
+        return math.nan, math.nan
+    alpha = 1.0 - confidence
+
+    def solve(target: float) -> float:
+        def f(nc: float) -> float:  # decreasing in nc
+            return sps.nct.cdf(t_obs, dof, nc) - target
+
+        width = 4.0 + abs(t_obs)
+        lo, hi = t_obs - width, t_obs + width
+        for _ in range(60):  # widen the bracket until it holds the root
+            if f(lo) > 0 > f(hi):
+                return optimize.brentq(f, lo, hi, xtol=1e-10)
+            width *= 2
+            lo, hi = t_obs - width, t_obs + width
+        return math.nan
+
+    try:
+        return solve(1.0 - alpha / 2), solve(alpha / 2)
+    except (ValueError, RuntimeError):
+        return math.nan, math.nan
+
+
+def paired_compare(a, b, confidence: float = CONFIDENCE) -> Comparison:
+    """Paired t on aligned arrays (a[i] and b[i] share a seed). Non-finite pairs are dropped."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    n = len(a)
+    d = a - b
+    delta = float(d.mean()) if n else math.nan
+    if n < 2:
+        return Comparison(NONE, delta, math.nan, math.nan, math.nan, math.nan, math.nan, n, n, n)
+    sd = float(d.std(ddof=1))
+    if _no_spread(sd, a, b):
+        return Comparison(EXACT, delta, delta, delta, math.nan, math.nan, 0.0, n, n, n)
+    se = sd / math.sqrt(n)
+    dof = n - 1
+    half = sps.t.ppf(0.5 + confidence / 2, dof) * se
+    p = float(sps.ttest_rel(a, b).pvalue)
+    d_z = delta / sd
+    nc_lo, nc_hi = noncentral_ci(d_z * math.sqrt(n), dof, confidence)
+    return Comparison(PAIRED, delta, delta - half, delta + half, float(dof), p, se, n, n, n,
+                      "d_z", d_z, nc_lo / math.sqrt(n), nc_hi / math.sqrt(n))
+
+
+def welch_compare(a, b, confidence: float = CONFIDENCE) -> Comparison:
+    """Welch t on two independent samples; Hedges' g with a noncentral-t CI as the standardized effect."""
+    a, b = _clean(a), _clean(b)
     na, nb = len(a), len(b)
     delta = float(a.mean() - b.mean()) if na and nb else math.nan
     if na < 2 or nb < 2:
-        return Comparison(delta, math.nan, math.nan, math.nan, math.nan, na, nb)
+        return Comparison(NONE, delta, math.nan, math.nan, math.nan, math.nan, math.nan, na, nb)
     va, vb = a.var(ddof=1) / na, b.var(ddof=1) / nb
     se = math.sqrt(va + vb)
-    if se == 0.0:
+    if _no_spread(se, a, b):
         # Identical values within each arm: the difference is exact, no test is possible.
-        return Comparison(delta, delta, delta, math.nan, math.nan, na, nb)
+        return Comparison(EXACT, delta, delta, delta, math.nan, math.nan, 0.0, na, nb)
     dof = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
-    half_width = sps.t.ppf(0.5 + confidence / 2, dof) * se
-    p_value = float(sps.ttest_ind(a, b, equal_var=False).pvalue)
-    return Comparison(delta, delta - half_width, delta + half_width, float(dof), p_value, na, nb)
+    half = sps.t.ppf(0.5 + confidence / 2, dof) * se
+    p = float(sps.ttest_ind(a, b, equal_var=False).pvalue)
+    g, g_lo, g_hi = hedges_g(a, b, confidence)
+    return Comparison(WELCH, delta, delta - half, delta + half, float(dof), p, se, na, nb, 0, "g", g, g_lo, g_hi)
 
 
-def verdict(comparison: Comparison, metric: str) -> str:
-    if math.isnan(comparison.ci_low):
-        return NOT_AVAILABLE
-    if comparison.ci_low <= 0.0 <= comparison.ci_high:
-        return WITHIN
-    improved = comparison.delta < 0 if lower_is_better(metric) else comparison.delta > 0
-    return "better" if improved else "worse"
+def hedges_g(a: np.ndarray, b: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """Hedges' g = J (mean_a - mean_b) / s_pooled, and the CI of the population standardized
+    difference from the noncentral t (J only de-biases the point estimate; the interval is exact as is)."""
+    na, nb = len(a), len(b)
+    dof = na + nb - 2
+    pooled = math.sqrt(((na - 1) * a.var(ddof=1) + (nb - 1) * b.var(ddof=1)) / dof)
+    if pooled == 0.0:
+        return math.nan, math.nan, math.nan
+    j = 1.0 - 3.0 / (4.0 * dof - 1.0)
+    d = (a.mean() - b.mean()) / pooled
+    scale = math.sqrt(1.0 / na + 1.0 / nb)
+    nc_lo, nc_hi = noncentral_ci(d / scale, dof, confidence)
+    return float(j * d), float(nc_lo * scale), float(nc_hi * scale)
 
 
-def compare_to_baseline(points: pd.DataFrame, context: list[str], baseline_input: str = "learned") -> pd.DataFrame:
-    """One row per (context, variant, metric) with the Welch comparison to the baseline input."""
-    rows = []
-    for ctx, group in points.groupby(context, sort=False, dropna=False):
-        ctx = ctx if isinstance(ctx, tuple) else (ctx,)
-        learned = group[group["input"] == baseline_input]
-        if learned.empty:
-            continue
-        # The baseline is one variant: the plain `learned` row when present. Other learned
-        # variants (e.g. a different init) are compared against it, never pooled into it.
-        variants = list(dict.fromkeys(learned.sort_values("variant_order")["variant"]))
-        base_variant = baseline_input if baseline_input in variants else variants[0]
-        base = group[group["variant"] == base_variant]
-        arms = group[group["variant"] != base_variant].groupby(["variant", "metric"], sort=False)
-        for (variant, metric), arm in arms:
-            ref = base[base["metric"] == metric]
-            if ref.empty:
-                continue
-            cmp = welch_compare(arm["value"], ref["value"])
-            rows.append(dict(zip(context, ctx, strict=True)) | {
-                "variant": variant, "variant_order": arm["variant_order"].iloc[0], "metric": metric,
-                "baseline_mean": float(ref["value"].mean()), "variant_mean": float(arm["value"].mean()),
-                "n_variant": cmp.n_variant, "n_baseline": cmp.n_baseline, "delta": cmp.delta,
-                "ci_low": cmp.ci_low, "ci_high": cmp.ci_high, "dof": cmp.dof, "p_value": cmp.p_value,
-                "verdict": verdict(cmp, metric),
-                "runs": ";".join(sorted(arm["run"])), "baseline_runs": ";".join(sorted(ref["run"])),
-            })
-    return pd.DataFrame(rows)
+def holm(p_values) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1). NaNs stay NaN and do
+    not count as tests."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(np.isfinite(p))
+    m = len(idx)
+    if m == 0:
+        return out
+    order = idx[np.argsort(p[idx], kind="stable")]
+    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out[order] = np.minimum(adjusted, 1.0)
+    return out

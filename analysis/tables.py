@@ -1,22 +1,24 @@
-"""Build the report's tables (main results, differences vs learned, parameters, references)."""
+"""Build the report's summary tables: final metrics, parameters, excluded jobs, per-job values, caveats."""
 
 from __future__ import annotations
-
-import io
-import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from analysis import numfmt
-from analysis.grouping import context_columns, metric_order, metric_title, shown_context, sort_rows, table_points
+from analysis.grouping import (
+    context_columns,
+    metric_order,
+    metric_title,
+    shown_context,
+    sort_rows,
+    table_points,
+)
 from analysis.render import Table
-from analysis.stats import compare_to_baseline, lower_is_better, summarize
-
-BASELINE = "learned"
-REFERENCE_CSV = Path(__file__).with_name("reference_results.csv")
-PUBLISHED = "published, not produced here"
+from analysis.stats import lower_is_better, summarize
+from analysis.variants import (
+    LEARNED as BASELINE,  # the parameter table's reference: the learned table
+)
 
 
 def metric_decimals(summary: pd.DataFrame) -> dict[str, int]:
@@ -39,8 +41,9 @@ def _best_mask(summary: pd.DataFrame, context: list[str], decimals: dict[str, in
     return best
 
 
-def main_table(study) -> tuple[Table, dict[str, int]]:
-    points = table_points(study)
+def summary_table(study, points: pd.DataFrame, name: str, what: str) -> tuple[Table, dict[str, int], pd.DataFrame]:
+    """Mean ± std per (context, variant) and metric; bold = best per column within a context.
+    Returns the table, per-metric decimals and the summary frame (for reference rows)."""
     context = context_columns(study.jobs)
     summary = summarize(points, context + ["variant", "variant_order"])
     decimals = metric_decimals(summary)
@@ -66,38 +69,20 @@ def main_table(study) -> tuple[Table, dict[str, int]]:
             else:
                 row.append("—")
         rows.append(row)
-    caption = ("Final metrics per input variant: mean ± sample std over seeds (n seeds); with one seed, "
+    caption = (f"{what} per input variant: mean ± sample std over seeds (n seeds); with one seed, "
                "value ± lm-eval stderr. Bold: best per column" + (" within each model" if "model" in shown else "")
                + " (lower is better for ppl/bpb/loss, higher for accuracy).")
     data = sort_rows(summary, study.jobs).drop(columns="variant_order")
     numeric = set(range(len(shown) + 1, len(columns)))
-    return Table("main_results", caption, columns, rows, data, bold, numeric), decimals
+    return Table(name, caption, columns, rows, data, bold, numeric), decimals, summary
 
 
-def diff_table(study, decimals: dict[str, int]) -> Table:
+def main_table(study) -> tuple[Table, dict[str, int]]:
+    """Final validation metrics (val ppl, val bpb); the downstream metrics have their own table."""
     points = table_points(study)
-    context = context_columns(study.jobs)
-    diffs = compare_to_baseline(points, context, BASELINE)
-    shown = shown_context(study.jobs)
-    columns = shown + ["input variant", "metric", "n (variant/learned)", "Δ (variant − learned)",
-                       "95% CI of Δ", "Welch p", "verdict"]
-    rows = []
-    if not diffs.empty:
-        order = {m: i for i, m in enumerate(metric_order(points))}
-        diffs = sort_rows(diffs.assign(_m=diffs["metric"].map(order)), study.jobs, extra=["_m"])
-        for d in diffs.itertuples(index=False):
-            dd = decimals.get(d.metric, 3)
-            ci = "n/a" if math.isnan(d.ci_low) else f"[{numfmt.num(d.ci_low, dd)}, {numfmt.num(d.ci_high, dd)}]"
-            rows.append([str(getattr(d, c)) for c in shown] + [
-                d.variant, metric_title(d.metric), f"{d.n_variant}/{d.n_baseline}",
-                f"{d.delta:+.{dd}f}", ci, numfmt.p_value(d.p_value), d.verdict])
-        diffs = diffs.drop(columns=["variant_order", "_m"])
-    caption = ("Difference of each variant from the learned baseline of the same model (variant − learned). "
-               "95% CI: Welch t interval with Welch–Satterthwaite degrees of freedom; p: Welch's t-test. "
-               "n/a: fewer than 2 seeds on a side, so no CI or test. Verdict 'within seed variation' when the "
-               "CI contains 0, else better/worse in the metric's direction.")
-    numeric = set(range(len(shown) + 2, len(shown) + 6))
-    return Table("diff_vs_learned", caption, columns, rows, diffs, set(), numeric)
+    table, decimals, _ = summary_table(study, points[points["kind"] == "final"], "main_results",
+                                       "Final validation metrics")
+    return table, decimals
 
 
 def params_table(study) -> Table:
@@ -131,18 +116,6 @@ def params_table(study) -> Table:
     return Table("params", caption, columns, rows, data.drop(columns=["variant_order"]), set(), numeric)
 
 
-def reference_table(path: Path = REFERENCE_CSV) -> Table:
-    # Leading '#' lines are provenance notes; not comment="#", which would cut URLs with fragments.
-    lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
-    refs = pd.read_csv(io.StringIO("\n".join(lines)))
-    refs.insert(0, "provenance", PUBLISHED)
-    columns = ["provenance", "source", "model", "metric", "value", "citation", "note"]
-    rows = [[str(r.get(c, "")) if pd.notna(r.get(c, "")) else "" for c in columns] for r in refs.to_dict("records")]
-    caption = ("Published reference numbers (published, not produced here): copied from the cited sources, "
-               "evaluated with their own harness and settings, so not directly comparable to the rows above.")
-    return Table("reference", caption, columns, rows, refs, set(), {4})
-
-
 def excluded_table(study) -> Table:
     excluded = study.excluded_jobs
     data = excluded[["run", "sweep", "job_key", "status", "reason"]].fillna("")
@@ -161,7 +134,7 @@ def jobs_table(study) -> pd.DataFrame:
     return study.jobs[keep].merge(wide.reset_index(), on="run", how="left")
 
 
-def table_notes(study) -> list[str]:
+def table_notes(study, baseline: str = BASELINE) -> list[str]:
     """Caveats a reader of the tables must see: missing baselines, parameter counts that differ by seed."""
     jobs = study.included_jobs
     context = context_columns(study.jobs)
@@ -172,9 +145,9 @@ def table_notes(study) -> list[str]:
             notes.append(f"trainable parameter counts differ between seeds of {key}; the parameter table shows the "
                          "first job's counts (see tables/jobs.csv)")
     for key, group in jobs.groupby(context, sort=False, dropna=False):
-        if not (group["input"] == BASELINE).any():
+        if not ((group["input"] == baseline) | (group["variant"] == baseline)).any():
             key = key if isinstance(key, tuple) else (key,)
             where = ", ".join(f"{c}={v}" for c, v in zip(context, key, strict=True))
-            notes.append(f"no completed '{BASELINE}' run for {where}: its variants have no difference rows "
-                         "and no 'trainable removed' share")
+            notes.append(f"no completed '{baseline}' run for {where}: no comparison against the baseline there"
+                         + (" and no 'trainable removed' share" if baseline == BASELINE else ""))
     return notes

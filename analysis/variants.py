@@ -8,6 +8,13 @@ do not define a design choice are never used to split rows:
   except the key design props code_width and scale, which are always shown when they vary;
 - props that move one-to-one with the seed (e.g. matrix_seed = seed) - seed-like by design;
 - props fully determined by a prop already in the label (e.g. tile_factor by code_width).
+Optimizer settings a tuning sweep varies (optim.lr, optim.warmup_*: TUNED_PREFIXES) also name a
+variant when they vary within one input, e.g. ``gf2 (lr=0.001)``; ``arm`` is the label without
+them (the arm a learning-rate selection picks the best of).
+
+Order (``variant_order``) follows meaning, not the alphabet: the learned baseline, then the
+fixed codes, then controls by family (FAMILIES), unknown inputs last; within an input, by the
+numeric value of the labelling props.
 """
 
 from __future__ import annotations
@@ -19,8 +26,39 @@ import pandas as pd
 
 LEARNED = "learned"
 PROP_PREFIX = "input_props."
+TUNED_PREFIXES = ("optim.lr", "optim.warmup")
+# Input configs (conf/input/) by family, in reading order (the controls study's: references, what the
+# code is made of, what the learned side gets, what saved parameters and compute buy). Figures draw
+# one panel per family when a context has many arms, and use the family for line styles.
+FAMILIES: list[tuple[str, tuple[str, ...]]] = [
+    ("baseline", (LEARNED,)),
+    ("fixed code", ("binary16", "gf2", "binary", "wide", "binary16_scaled")),
+    ("code control", ("binary16_permuted", "gaussian16", "random_fixed", "wide_random")),
+    ("learned-table control", ("frozen_learned", "learned_lowdim", "learned_codestats")),
+    ("size/compute-matched", ("binary16_sizematched", "gf2_sizematched", "binary16_sizematched_isoflop",
+                              "gf2_sizematched_isoflop")),
+]
+OTHER_FAMILY = "other"
+
+
+def family_of(input_name: str) -> str:
+    for family, names in FAMILIES:
+        if input_name in names:
+            return family
+    return OTHER_FAMILY
+
+
+def family_rank(input_name: str) -> tuple[int, int]:
+    """(family position, position within the family); unknown inputs after every known one."""
+    for i, (_, names) in enumerate(FAMILIES):
+        if input_name in names:
+            return i, names.index(input_name)
+    return len(FAMILIES), 0
 DERIVED_PROPS = {"matrix_sha256", "gf2_rank", "injective", "truncated", "minimal_code_width", "full_tiles",
-                 "matrix_draws", "min_row_weight", "min_col_weight", "input_rms"}
+                 "matrix_draws", "min_row_weight", "min_col_weight", "input_rms", "code_sha256",
+                 # measured statistics of the code (the code-property table shows them)
+                 "nonconstant_bits", "constant_bits", "bit_entropy_mean", "bit_entropy_min", "hamming_mean",
+                 "hamming_min", "code_rms"}
 KEY_DESIGN_PROPS = {"code_width", "scale"}
 CONTEXT = ["model", "data"]
 
@@ -59,7 +97,13 @@ def label_props_for(jobs: pd.DataFrame) -> list[str]:
     return chosen
 
 
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
 def format_value(value) -> str:
+    if _missing(value):
+        return "default"  # the prop is absent from this job's record: its input config left it unset
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, float):
@@ -67,35 +111,51 @@ def format_value(value) -> str:
     return str(value)
 
 
+def tuned_columns_for(jobs: pd.DataFrame) -> list[str]:
+    """Tuning settings (job columns from the config) that take more than one value in ``jobs``."""
+    return [c for c in jobs.columns if c.startswith(TUNED_PREFIXES) and _hashable(jobs[c]).nunique() > 1]
+
+
 def variant_label(input_name: str, row: pd.Series, props: list[str]) -> str:
+    """'gf2 (code_width=24, lr=0.001)': the input name plus each labelling column's last dotted part."""
     if not props:
         return input_name
-    parts = [f"{p[len(PROP_PREFIX):]}={format_value(row[p])}" for p in props]
+    parts = [f"{p.rpartition('.')[2]}={format_value(row[p])}" for p in props]
     return f"{input_name} ({', '.join(parts)})"
 
 
 def _sort_key(value):
-    """Numbers before text, numerically; so code_width 8 < 16 < 32 in row order."""
-    if isinstance(value, (int, float)) and not (isinstance(value, float) and np.isnan(value)):
+    """Absent props first (the plain variant, which is also the one a comparison takes as the
+    baseline), then numbers numerically (code_width 8 < 16 < 32), then text."""
+    if _missing(value):
+        return (-1, 0.0, "")
+    if isinstance(value, (int, float)):
         return (0, float(value), "")
     return (1, 0.0, str(value))
 
 
 def assign_variants(jobs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
-    """Add ``variant`` (label) and ``variant_order`` (learned first, then by input and props)."""
+    """Add ``variant`` (label), ``arm`` (label without tuning settings), ``family`` and
+    ``variant_order`` (baseline, fixed codes, controls by family; then props numerically).
+    ``label_props`` maps each input to its labelling columns (input props, then tuning settings)."""
     jobs = jobs.copy()
     jobs["input"] = jobs["input"].astype(object).where(jobs["input"].notna(), "<unknown>")
     label_props: dict[str, list[str]] = {}
     labels = pd.Series(index=jobs.index, dtype=object)
+    arms = pd.Series(index=jobs.index, dtype=object)
     order_keys = {}
     for input_name, group in jobs.groupby("input", sort=False):
         props = label_props_for(group)
-        label_props[input_name] = props
+        tuned = tuned_columns_for(group)
+        label_props[input_name] = props + tuned
         for idx, row in group.iterrows():
-            labels[idx] = variant_label(input_name, row, props)
-            order_keys[labels[idx]] = (input_name != LEARNED, input_name,
-                                       tuple(_sort_key(row[p]) for p in props))
+            labels[idx] = variant_label(input_name, row, props + tuned)
+            arms[idx] = variant_label(input_name, row, props)
+            order_keys[labels[idx]] = (family_rank(input_name), input_name,
+                                       tuple(_sort_key(row[p]) for p in props + tuned))
     jobs["variant"] = labels.astype(str)
+    jobs["arm"] = arms.astype(str)
+    jobs["family"] = jobs["input"].map(family_of)
     ranked = sorted(order_keys, key=order_keys.get)
     jobs["variant_order"] = jobs["variant"].map({v: i for i, v in enumerate(ranked)})
     return jobs, label_props

@@ -1,7 +1,9 @@
-"""Tests for the analysis package (issue 5): synthetic run directories with known numbers -> report.
+"""Tests for the analysis package (issues 5 and 12): synthetic run directories with known numbers -> report.
 
 The expected cells below are computed by hand from the numbers in tests/helpers/analysis.py;
-CIs, dofs and p-values are checked against scipy independently of analysis.stats.
+CIs, dofs and p-values are checked against scipy independently of analysis.stats. The statistics
+(paired t, TOST, Holm, effect sizes, variance components) have their own files:
+tests/test_analysis_stats.py, test_analysis_pairing.py, test_analysis_variance.py, test_analysis_studies.py.
 """
 
 from __future__ import annotations
@@ -24,11 +26,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root until 
 from helpers import analysis as fx
 
 from analysis.__main__ import main as cli_main
+from analysis.equivalence import verdict
 from analysis.figures_summary import CODE_WIDTH, MODEL_SIZE, SCALE, sweep_points
-from analysis.load import Collected, build_study, eval_rows, load_run_dirs, results_to_frames
+from analysis.load import (
+    Collected,
+    build_study,
+    eval_rows,
+    load_run_dirs,
+    results_to_frames,
+)
 from analysis.numfmt import decimals_for
 from analysis.report import write_report
-from analysis.stats import lower_is_better, verdict, welch_compare
+from analysis.stats import lower_is_better, welch_compare
 from analysis.wandb_source import history_to_curves, results_from_wandb
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,18 +133,22 @@ def test_main_table_cells_and_best_marks(main_report):
     _, out, _ = main_report
     rows = md_rows(out / "tables" / "main_results.md")
     header = (out / "tables" / "main_results.md").read_text().splitlines()[0]
-    assert header == "| input variant | val ppl ↓ | val bpb ↓ | hellaswag/acc_norm ↑ |"
+    assert header == "| input variant | val ppl ↓ | val bpb ↓ |"
     # mean ± sample std (ddof=1): e.g. binary16 ppl [64, 65, 66.5] -> 65.1667 ± 1.2583
     assert rows == [
-        ["learned", f"**61.00 {PM} 1.00 (n=3)**", f"**1.910 {PM} 0.010 (n=3)**", f"0.2700 {PM} 0.0100 (n=3)"],
-        ["binary16", f"65.17 {PM} 1.26 (n=3)", f"1.960 {PM} 0.010 (n=3)", f"0.2550 {PM} 0.0050 (n=3)"],
-        ["gf2", f"**61.00 {PM} 0.50 (n=3)**", f"1.913 {PM} 0.015 (n=3)", f"**0.3100 {PM} 0.0100 (n=3)**"],
+        ["learned", f"**61.00 {PM} 1.00 (n=3)**", f"**1.910 {PM} 0.010 (n=3)**"],
+        ["binary16", f"65.17 {PM} 1.26 (n=3)", f"1.960 {PM} 0.010 (n=3)"],
+        ["gf2", f"**61.00 {PM} 0.50 (n=3)**", f"1.913 {PM} 0.015 (n=3)"],
     ]
+    evals = md_rows(out / "tables" / "eval_results.md")
+    assert evals[:3] == [["learned", f"0.2700 {PM} 0.0100 (n=3)"], ["binary16", f"0.2550 {PM} 0.0050 (n=3)"],
+                         ["gf2", f"**0.3100 {PM} 0.0100 (n=3)**"]]
 
 
 def test_main_table_csv_traces_every_cell_to_run_dirs(main_report):
     _, out, _ = main_report
-    table = pd.read_csv(out / "tables" / "main_results.csv")
+    table = pd.concat([pd.read_csv(out / "tables" / "main_results.csv"),
+                       pd.read_csv(out / "tables" / "eval_results.csv").query("provenance == 'this study'")])
     assert len(table) == 9
     for row in table.itertuples():
         name = row.variant
@@ -154,14 +167,18 @@ def test_main_table_csv_traces_every_cell_to_run_dirs(main_report):
 
 def test_latex_table_is_booktabs_with_bold_best(main_report):
     tex = (main_report[1] / "tables" / "main_results.tex").read_text()
-    for token in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}{lrrr}"):
+    for token in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}{lrr}"):
         assert token in tex
     assert r"\textbf{61.00 $\pm$ 1.00 (n=3)}" in tex
+    tex = (main_report[1] / "tables" / "eval_results.tex").read_text()
     assert r"hellaswag/acc\_norm $\uparrow$" in tex
     assert r"\textbf{0.3100 $\pm$ 0.0100 (n=3)}" in tex
+    assert r"\textit{paper $\cdot$ learned (reference)} & 0.5779 \\" in tex  # reference rows stay marked
+    tex = (main_report[1] / "tables" / "comparisons.tex").read_text()
+    assert r"comparison (a - b) & metric & test & n & $\Delta$ & 95\% CI of $\Delta$" in tex
 
 
-# ---------------------------------------------------------------- differences vs learned
+# ---------------------------------------------------------------- comparisons (no CRN record: Welch)
 
 
 def expected_welch(variant, learned):
@@ -175,45 +192,62 @@ def expected_welch(variant, learned):
     return delta, delta - half, delta + half, dof, scipy_result
 
 
-def test_differences_match_hand_welch_and_scipy(main_report):
+def test_comparisons_match_hand_welch_scipy_and_holm(main_report):
+    from statsmodels.stats.multitest import multipletests
+
     _, out, _ = main_report
-    diffs = pd.read_csv(out / "tables" / "diff_vs_learned.csv")
-    assert len(diffs) == 6
-    sources = {"val_ppl": fx.VAL_PPL, "val_bpb": fx.VAL_BPB, "hellaswag/acc_norm": fx.HELLASWAG}
+    diffs = pd.read_csv(out / "tables" / "comparisons.csv")
+    # val bpb and hellaswag for binary16 - learned, gf2 - learned and, by default, gf2 - binary16
+    assert [(r.variant_a, r.variant_b) for r in diffs.itertuples()][::2] == [
+        ("binary16", "learned"), ("gf2", "learned"), ("gf2", "binary16")]
+    assert set(diffs["metric"]) == {"val_bpb", "hellaswag/acc_norm"} and len(diffs) == 6
+    sources = {"val_bpb": fx.VAL_BPB, "hellaswag/acc_norm": fx.HELLASWAG}
     for row in diffs.itertuples():
         data = sources[row.metric]
-        delta, lo, hi, dof, res = expected_welch(data[row.variant], data["learned"])
+        delta, lo, hi, dof, res = expected_welch(data[row.variant_a], data[row.variant_b])
+        assert row.test == "welch" and row.test_label == "welch (no CRN)"  # helper runs record no init.scheme
         assert math.isclose(row.delta, delta, abs_tol=1e-12)
         assert math.isclose(row.ci_low, lo, rel_tol=1e-9) and math.isclose(row.ci_high, hi, rel_tol=1e-9)
         assert math.isclose(row.dof, dof, rel_tol=1e-9) and math.isclose(row.dof, res.df, rel_tol=1e-9)
         ci = res.confidence_interval(0.95)  # scipy's own Welch interval, as a second reference
         assert math.isclose(row.ci_low, ci.low, rel_tol=1e-9) and math.isclose(row.ci_high, ci.high, rel_tol=1e-9)
         assert math.isclose(row.p_value, res.pvalue, rel_tol=1e-9)
-        assert row.n_variant == 3 and row.n_baseline == 3
-        assert "input=learned,seed=1" in row.baseline_runs and f"input={row.variant},seed=3" in row.runs
+        assert row.n_a == 3 and row.n_b == 3 and row.n == "3/3"
+        assert f"input={row.variant_b},seed=1" in row.runs_b and f"input={row.variant_a},seed=3" in row.runs_a
+    # Holm over the whole table, checked against statsmodels
+    assert np.allclose(diffs["p_holm"], multipletests(diffs["p_value"], method="holm")[1], rtol=1e-12)
+    assert np.allclose(diffs["tost_p_holm"], multipletests(diffs["tost_p"], method="holm")[1], rtol=1e-12)
 
 
-def test_difference_table_rows_and_verdicts(main_report):
-    rows = md_rows(main_report[1] / "tables" / "diff_vs_learned.md")
-    # binary16 ppl: delta 4.1667, CI [1.5376, 6.7957], p 0.0122 -> worse (higher ppl)
-    # gf2 acc_norm: delta +0.04, CI excludes 0 -> better (higher acc)
-    assert rows == [
-        ["binary16", "val ppl ↓", "3/3", "+4.17", "[1.54, 6.80]", "0.012", "worse"],
-        ["binary16", "val bpb ↓", "3/3", "+0.050", "[0.027, 0.073]", "0.004", "worse"],
-        ["binary16", "hellaswag/acc_norm ↑", "3/3", "-0.0150", "[-0.0358, 0.0058]", "0.104", "within seed variation"],
-        ["gf2", "val ppl ↓", "3/3", "+0.00", "[-2.08, 2.08]", "1.000", "within seed variation"],
-        ["gf2", "val bpb ↓", "3/3", "+0.003", "[-0.028, 0.035]", "0.770", "within seed variation"],
-        ["gf2", "hellaswag/acc_norm ↑", "3/3", "+0.0400", "[0.0173, 0.0627]", "0.008", "better"],
+def test_comparison_table_rows_and_verdicts(main_report):
+    rows = md_rows(main_report[1] / "tables" / "comparisons.md")
+    # binary16 bpb: +0.05, Holm p 0.022 -> worse; gf2 acc_norm +0.04, Holm p 0.032 -> better (higher acc);
+    # gf2 bpb: CI straddles 0 and n=3 cannot show |Δ| < 0.01 -> inconclusive (no longer "within seed variation")
+    assert [[r[0], r[1], r[2], r[3], r[4], r[5], r[8], r[9], r[11]] for r in rows] == [
+        ["binary16 − learned", "val bpb ↓", "welch (no CRN)", "3/3", "+0.050", "[0.027, 0.073]", "0.022", "±0.01", "worse"],
+        ["binary16 − learned", "hellaswag/acc_norm ↑", "welch (no CRN)", "3/3", "-0.0150", "[-0.0358, 0.0058]", "0.209",
+         "±0.01", "inconclusive"],
+        ["gf2 − learned", "val bpb ↓", "welch (no CRN)", "3/3", "+0.003", "[-0.028, 0.035]", "0.770", "±0.01",
+         "inconclusive"],
+        ["gf2 − learned", "hellaswag/acc_norm ↑", "welch (no CRN)", "3/3", "+0.0400", "[0.0173, 0.0627]", "0.032",
+         "±0.01", "better"],
+        ["gf2 − binary16", "val bpb ↓", "welch (no CRN)", "3/3", "-0.047", "[-0.078, -0.015]", "0.048", "±0.01", "better"],
+        ["gf2 − binary16", "hellaswag/acc_norm ↑", "welch (no CRN)", "3/3", "+0.0550", "[0.0342, 0.0758]", "0.022",
+         "±0.01", "better"],
     ]
+    assert all(r[6].startswith("g = ") for r in rows)  # Hedges' g for unpaired comparisons
+    assert "within seed variation" not in (main_report[1] / "report.md").read_text()
 
 
 def test_welch_edge_cases_and_metric_direction():
     few = welch_compare([1.0], [1.0, 2.0])
     assert math.isnan(few.ci_low) and math.isnan(few.p_value) and few.delta == -0.5
-    assert verdict(few, "val_ppl") == "n/a (n<2)"
+    assert verdict(few, "val_ppl", few.p_value, math.nan) == "n/a (n<2)"
     exact = welch_compare([2.0, 2.0], [1.0, 1.0])  # no spread: the difference is exact, no test
-    assert (exact.ci_low, exact.ci_high) == (1.0, 1.0) and math.isnan(exact.p_value)
-    assert verdict(exact, "val_ppl") == "worse" and verdict(exact, "arc_easy/acc") == "better"
+    assert (exact.ci_low, exact.ci_high) == (1.0, 1.0) and math.isnan(exact.p_value) and exact.test == "exact"
+    assert verdict(exact, "val_ppl", math.nan, math.nan) == "worse"
+    assert verdict(exact, "arc_easy/acc", math.nan, math.nan) == "better"
+    assert verdict(exact, "arc_easy/acc", math.nan, math.nan, margin=2.0) == "equivalent (Δ ≠ 0)"
     for metric in ("val_ppl", "val_bpb", "wikitext/word_perplexity", "wikitext/bits_per_byte", "val_loss"):
         assert lower_is_better(metric)
     for metric in ("hellaswag/acc_norm", "arc_easy/acc", "lambada_openai/acc"):
@@ -239,10 +273,12 @@ def test_parameter_accounting(main_report):
 
 
 def test_reference_rows_are_labelled_as_published(main_report):
-    refs = pd.read_csv(main_report[1] / "tables" / "reference.csv")
-    assert list(refs.columns) == ["provenance", "source", "model", "metric", "value", "citation", "note"]
+    refs = pd.read_csv(main_report[1] / "tables" / "reference.csv", dtype=str, keep_default_na=False)
+    assert list(refs.columns)[:6] == ["provenance", "source", "model", "variant", "metric", "lm_eval_metric"]
     assert (refs["provenance"] == "published, not produced here").all()
-    assert refs["citation"].str.contains("2502.02737").all()
+    smollm = refs[refs["source"].str.contains("SmolLM2")]
+    assert len(smollm) == 9 and smollm["citation"].str.contains("2502.02737").all()
+    assert (smollm["lm_eval_metric"] == "").all()  # lighteval numbers: never matched to our lm-eval columns
     report = (main_report[1] / "report.md").read_text()
     assert "## Published reference numbers (published, not produced here)" in report
 
@@ -250,12 +286,12 @@ def test_reference_rows_are_labelled_as_published(main_report):
 def test_report_md_ties_everything_together(main_report):
     sweep, out, proc = main_report
     report = (out / "report.md").read_text()
-    assert "9 jobs in tables, 3 excluded, 3 figures" in proc.stdout
+    assert "9 jobs in tables, 3 excluded, 4 figures" in proc.stdout
     assert "- Jobs found: 12; included: 9; excluded: 3" in report
-    assert "| cpu_tiny | gf2 | 1, 2, 3 | 3 |" in report
-    assert (out / "tables" / "main_results.md").read_text() in report  # embedded, not just linked
-    assert (out / "tables" / "diff_vs_learned.md").read_text() in report
-    for stem in ("val_ppl_vs_tokens", "train_loss", "eval_metrics"):
+    assert "| cpu_tiny | gf2 | 1, 2, 3 | 3 | no |" in report
+    for name in ("main_results", "eval_results", "comparisons"):
+        assert (out / "tables" / f"{name}.md").read_text() in report  # embedded, not just linked
+    for stem in ("val_ppl_vs_tokens", "train_loss", "gap_vs_tokens", "eval_metrics"):
         assert f"](figures/{stem}.png)" in report and f"](figures/{stem}.pdf)" in report
     assert "min–max over seeds" in report and "alpha = 0.1" in report
     assert "## Caveats and notes\n\n- none" in report
@@ -269,7 +305,7 @@ def test_report_md_ties_everything_together(main_report):
 
 def test_figures_are_written_as_png_and_pdf(main_report):
     figures = main_report[1] / "figures"
-    for stem in ("val_ppl_vs_tokens", "train_loss", "eval_metrics"):
+    for stem in ("val_ppl_vs_tokens", "train_loss", "gap_vs_tokens", "eval_metrics"):
         png, pdf = figures / f"{stem}.png", figures / f"{stem}.pdf"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
         assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 5_000
@@ -285,13 +321,15 @@ def test_single_seed_uses_lm_eval_stderr_and_no_ci(tmp_path):
     out = tmp_path / "report"
     assert cli_main([str(sweep), "--out", str(out)]) == 0
     assert md_rows(out / "tables" / "main_results.md") == [
-        ["learned", "**60.00 (n=1)**", "**1.900 (n=1)**", f"0.2600 {PM} 0.0040 (n=1, stderr)"],
-        ["gf2", "61.00 (n=1)", "1.920 (n=1)", f"**0.2700 {PM} 0.0045 (n=1, stderr)**"],
+        ["learned", "**60.00 (n=1)**", "**1.900 (n=1)**"],
+        ["gf2", "61.00 (n=1)", "1.920 (n=1)"],
     ]
-    diff_rows = md_rows(out / "tables" / "diff_vs_learned.md")
-    assert [r[3:] for r in diff_rows] == [["+1.00", "n/a", "n/a", "n/a (n<2)"],
-                                          ["+0.020", "n/a", "n/a", "n/a (n<2)"],
-                                          ["+0.0100", "n/a", "n/a", "n/a (n<2)"]]
+    assert md_rows(out / "tables" / "eval_results.md")[:2] == [
+        ["learned", f"0.2600 {PM} 0.0040 (n=1, stderr)"], ["gf2", f"**0.2700 {PM} 0.0045 (n=1, stderr)**"]]
+    diff_rows = md_rows(out / "tables" / "comparisons.md")
+    assert [[r[2], r[3], r[4], r[5], r[8], r[10], r[11]] for r in diff_rows] == [
+        ["n/a (n<2)", "1/1", "+0.020", "n/a", "n/a", "n/a", "n/a (n<2)"],
+        ["n/a (n<2)", "1/1", "+0.0100", "n/a", "n/a", "n/a", "n/a (n<2)"]]
     assert not (out / "tables" / "reference.md").exists()  # only with --reference
     for stem in ("val_ppl_vs_tokens", "eval_metrics"):
         assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
@@ -320,10 +358,11 @@ def test_two_model_sizes_get_a_model_column_best_per_model_and_size_figure(tmp_p
     # best ppl is marked within each model, not only for the bigger model
     assert rows[0][2].startswith("**61.50") and rows[2][2].startswith("**51.50")
     assert not rows[1][2].startswith("**") and not rows[3][2].startswith("**")
-    diff_rows = md_rows(out / "tables" / "diff_vs_learned.md")
-    assert [r[:3] for r in diff_rows] == [["cpu_tiny", "gf2", "val ppl ↓"], ["cpu_tiny", "gf2", "val bpb ↓"],
-                                          ["cpu_small", "gf2", "val ppl ↓"], ["cpu_small", "gf2", "val bpb ↓"]]
+    diff_rows = md_rows(out / "tables" / "comparisons.md")
+    assert [r[:3] for r in diff_rows] == [["cpu_tiny", "gf2 − learned", "val bpb ↓"],
+                                          ["cpu_small", "gf2 − learned", "val bpb ↓"]]
     assert (out / "figures" / "final_vs_model_params.pdf").stat().st_size > 0
+    assert (out / "figures" / "gap_vs_model_size.pdf").stat().st_size > 0
 
 
 def test_sweep_axes_keep_other_design_props_fixed_along_each_line(tmp_path):
@@ -381,7 +420,8 @@ def test_wandb_runs_map_to_the_same_frames_and_tables(tmp_path):
     rows = md_rows(tmp_path / "report" / "tables" / "main_results.md")
     # final/val_ppl wins over the last logged val/ppl; learned [60, 62] -> 61.00 ± 1.41; gf2 [61, 61.5]
     assert [r[:2] for r in rows] == [["learned", f"**61.00 {PM} 1.41 (n=2)**"], ["gf2", f"61.25 {PM} 0.35 (n=2)"]]
-    assert rows[0][3].startswith("**0.3000") and "(n=2)" in rows[0][3]
+    evals = md_rows(tmp_path / "report" / "tables" / "eval_results.md")
+    assert evals[0][1].startswith("**0.3000") and "(n=2)" in evals[0][1]
     assert md_rows(tmp_path / "report" / "tables" / "params.md")[1][-1] == "49.06 %"
     assert (tmp_path / "report" / "figures" / "val_ppl_vs_tokens.png").stat().st_size > 0
 
@@ -436,8 +476,8 @@ def test_a_run_repeated_in_two_studies_is_counted_once(tmp_path):
 
 
 def test_baseline_is_one_learned_variant_never_a_pool_of_them(tmp_path):
-    from analysis.grouping import table_points
-    from analysis.stats import compare_to_baseline
+    from analysis.comparisons import Plan, compare
+    from analysis.grouping import comparison_points
 
     main = fx.build_main_sweep(tmp_path)
     for seed in (1, 2, 3):  # a second learned variant (another init) in the same study
@@ -446,10 +486,11 @@ def test_baseline_is_one_learned_variant_never_a_pool_of_them(tmp_path):
         res["input_props"]["init_std"] = 0.5
         (job / "results.json").write_text(json.dumps(res))
     study = load_run_dirs([main])
-    points = table_points(study)
-    diffs = compare_to_baseline(points, ["model", "data"])
-    assert not diffs.empty and (diffs["n_baseline"] == 3).all()  # 3 seeds of one learned variant, not 6 pooled
-    assert diffs["variant"].str.startswith("learned").any()  # the other learned variant is an arm
+    diffs = compare(comparison_points(study), ["model", "data"], Plan(fixed_pair=False), ["val_bpb"])
+    # the plain learned runs (no init_std recorded) are the baseline, labelled "init_std=default"
+    assert not diffs.empty and (diffs["variant_b"] == "learned (init_std=default)").all()
+    assert (diffs["n_b"] == 3).all()  # 3 seeds of one learned variant, not 6 pooled
+    assert diffs["variant_a"].str.startswith("learned").any()  # the other learned variant is an arm
 
 
 def test_pooling_evaluations_with_different_settings_is_flagged(tmp_path):

@@ -1,0 +1,51 @@
+"""What a metric name means for the statistics: its better direction and the scale it is tested on.
+
+Metric names are results.json final keys (val_bpb, val_loss_report, ...) or lm-eval keys written
+``task/metric`` (hellaswag/acc_norm, wikitext/word_perplexity).
+"""
+
+from __future__ import annotations
+
+import math
+
+# Fragments for which smaller is better; everything else (acc, acc_norm, f1, exact_match, ...)
+# is treated as higher-is-better.
+LOWER_IS_BETTER = ("ppl", "perplexity", "bpb", "bits_per_byte", "loss")
+# Perplexities are exponentials of a mean log-loss: their spread grows with their level and a
+# difference means a ratio, so they are tested as log values (a difference of logs is a log ratio).
+LOG_SCALE = ("ppl", "perplexity")
+
+
+def metric_name(metric: str) -> str:
+    """The part after the task: 'hellaswag/acc_norm' -> 'acc_norm'; 'val_bpb' -> 'val_bpb'."""
+    return metric.rpartition("/")[2].partition(",")[0]
+
+
+def lower_is_better(metric: str) -> bool:
+    return any(fragment in metric.lower() for fragment in LOWER_IS_BETTER)
+
+
+def on_log_scale(metric: str) -> bool:
+    name = metric_name(metric).lower()
+    return any(fragment in name for fragment in LOG_SCALE)
+
+
+def to_scale(values, metric: str):
+    """Values as tested: log for perplexity-type metrics (non-positive values become NaN), else as is."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=float)
+    if not on_log_scale(metric):
+        return values
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(values > 0, np.log(np.where(values > 0, values, 1.0)), np.nan)
+
+
+def is_accuracy(metric: str) -> bool:
+    name = metric_name(metric).lower()
+    return name.startswith(("acc", "exact_match", "f1", "mc1", "mc2"))
+
+
+def percent_change(log_ratio: float) -> float:
+    """A difference of logs as a relative change: 0.0653 -> +6.75 (%)."""
+    return 100.0 * math.expm1(log_ratio)

@@ -1,0 +1,172 @@
+"""Pairing by seed under common random numbers, the CLI's comparison options, and gap curves (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from helpers import analysis as fx
+
+from analysis.__main__ import main as cli_main
+from analysis.figures import included_curve
+from analysis.load import load_run_dirs
+from analysis.pairing import (
+    WHY_FEW_PAIRS,
+    WHY_NOT_CRN,
+    compare_arms,
+    is_crn,
+    matched_pairs,
+    paired_curve_gap,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def md_rows(path: Path) -> list[list[str]]:
+    lines = [ln for ln in path.read_text().splitlines() if ln.startswith("|")]
+    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[2:]]
+
+
+def arm(values: dict[int, float], crn: bool | dict[int, bool] = True) -> pd.DataFrame:
+    flags = crn if isinstance(crn, dict) else {s: crn for s in values}
+    return pd.DataFrame({"seed": list(values), "value": list(values.values()),
+                         "run": [f"r{s}-{v}" for s, v in values.items()], "crn": [flags[s] for s in values]})
+
+
+def test_crn_record_is_read_tolerantly():
+    assert is_crn({"init": {"scheme": "per_group_generators", "seed": 3}})
+    for results in ({}, {"init": None}, {"init": "per_group_generators"}, {"init": {"scheme": "global_seed"}}):
+        assert not is_crn(results)
+
+
+def test_runs_pair_by_seed_only_when_both_record_crn():
+    a = arm({1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0}, crn={1: True, 2: True, 3: True, 4: False})
+    b = arm({2: 1.5, 3: 2.5, 4: 3.5, 5: 9.0})
+    pairs = matched_pairs(a, b)
+    assert pairs["seed"].tolist() == [2, 3]  # seed 1 and 5: one side only; seed 4: a's run is not CRN
+    assert pairs["a"].tolist() == [2.0, 3.0] and pairs["b"].tolist() == [1.5, 2.5]
+
+
+def test_test_choice_paired_welch_or_none():
+    a, b = arm({1: 1.0, 2: 2.1, 3: 2.9}), arm({1: 0.5, 2: 1.7, 3: 2.2})
+    cmp, why = compare_arms(a, b)
+    ref = sps.ttest_rel([1.0, 2.1, 2.9], [0.5, 1.7, 2.2])
+    assert cmp.test == "paired" and why == "" and math.isclose(cmp.p_value, ref.pvalue) and cmp.n_pairs == 3
+    cmp, why = compare_arms(arm({1: 1.0, 2: 2.1, 3: 2.9}, crn=False), b)
+    assert cmp.test == "welch" and why == WHY_NOT_CRN
+    assert math.isclose(cmp.p_value, sps.ttest_ind([1.0, 2.1, 2.9], [0.5, 1.7, 2.2], equal_var=False).pvalue)
+    cmp, why = compare_arms(arm({1: 1.0, 7: 2.1, 8: 2.9}), b)  # CRN, but only seed 1 in common
+    assert cmp.test == "welch" and why == WHY_FEW_PAIRS
+    cmp, _ = compare_arms(arm({1: 1.0}), b)
+    assert cmp.test == "n/a"
+
+
+@pytest.fixture(scope="module")
+def crn_report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("crn")
+    sweep = fx.build_crn_sweep(root)
+    out = root / "report"
+    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    return sweep, out
+
+
+def test_crn_study_uses_paired_tests_that_match_scipy(crn_report):
+    _, out = crn_report
+    diffs = pd.read_csv(out / "tables" / "comparisons.csv")
+    assert [(r.variant_a, r.variant_b) for r in diffs.itertuples()] == [
+        ("binary16", "learned"), ("gf2", "learned"), ("gf2", "binary16")]
+    for row in diffs.itertuples():
+        a = [fx.crn_bpb(row.variant_a, s) for s in fx.CRN_SEEDS]
+        b = [fx.crn_bpb(row.variant_b, s) for s in fx.CRN_SEEDS]
+        ref = sps.ttest_rel(a, b)
+        ci = ref.confidence_interval(0.95)
+        assert row.test == "paired" and row.n_pairs == 4 and row.n == "4 pairs"
+        assert math.isclose(row.p_value, ref.pvalue, rel_tol=1e-6)
+        assert math.isclose(row.ci_low, ci.low, rel_tol=1e-6) and math.isclose(row.ci_high, ci.high, rel_tol=1e-6)
+        assert row.effect_name == "d_z"
+    # the seed effects are shared, so pairing removes them: far tighter than Welch on the same numbers
+    welch = sps.ttest_ind([fx.crn_bpb("gf2", s) for s in fx.CRN_SEEDS],
+                          [fx.crn_bpb("learned", s) for s in fx.CRN_SEEDS], equal_var=False)
+    assert diffs.loc[1, "p_value"] < welch.pvalue / 100
+    verdicts = md_rows(out / "tables" / "comparisons.md")
+    assert [r[-1] for r in verdicts] == ["worse", "worse", "equivalent"]  # gf2 − binary16: +0.002 within ±0.01
+
+
+def test_same_numbers_without_the_crn_record_fall_back_to_welch(tmp_path):
+    sweep = fx.build_crn_sweep(tmp_path, crn=False)
+    out = tmp_path / "report"
+    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    diffs = pd.read_csv(out / "tables" / "comparisons.csv")
+    assert (diffs["test"] == "welch").all() and (diffs["test_label"] == "welch (no CRN)").all()
+    assert (diffs["n"] == "4/4").all()
+    report = (out / "report.md").read_text()
+    assert "| cpu_tiny | gf2 | 1, 2, 3, 4 | 4 | no |" in report
+
+
+def test_gap_curve_is_paired_and_aligned_on_shared_steps(crn_report):
+    sweep, _ = crn_report
+    study = load_run_dirs([sweep])
+    curve = included_curve(study, "val/bpb")
+    cols = ["run", "seed", "crn", "step", "tokens", "value"]
+    gap, test = paired_curve_gap(curve.loc[curve["variant"] == "gf2", cols],
+                                 curve.loc[curve["variant"] == "learned", cols])
+    assert test == "paired" and (gap["n"] == 4).all()
+    missing_tokens = fx.LOG_STEPS[5] * 2048  # gf2 seed 2 skipped this validation: no gap drawn there
+    assert missing_tokens not in set(gap["tokens"]) and len(gap) == len(fx.LOG_STEPS) - 1 >= 12
+    assert gap["tokens"].is_monotonic_increasing
+    diffs = np.array([fx.crn_bpb("gf2", s) - fx.crn_bpb("learned", s) for s in fx.CRN_SEEDS])
+    half = sps.t.ppf(0.975, 3) * diffs.std(ddof=1) / 2  # the step terms cancel: same gap at every step
+    assert np.allclose(gap["gap"], diffs.mean(), atol=1e-8)
+    assert np.allclose(gap["high"] - gap["gap"], half, atol=1e-7)
+
+
+def test_baseline_and_pairs_options(crn_report, tmp_path):
+    sweep, _ = crn_report
+    out = tmp_path / "report"
+    assert cli_main([str(sweep), "--out", str(out), "--baseline", "binary16", "--pairs", "learned:gf2",
+                     "--margin", "val_bpb=0.001"]) == 0
+    rows = md_rows(out / "tables" / "comparisons.md")
+    # vs baseline binary16 (gf2 − binary16 once, not repeated by the fixed-code rule), then the requested pair
+    assert [r[0] for r in rows] == ["learned − binary16", "gf2 − binary16", "learned − gf2"]
+    assert rows[1][9] == "±0.001" and rows[1][-1] == "inconclusive"  # a margin below the 0.002 gap
+    assert "variant minus baseline (binary16)" in (out / "report.md").read_text()  # the gap figure follows --baseline
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--pairs", "gf2:nosuch"], "no included variant or input named 'nosuch'"),
+    (["--baseline", "nosuch"], "--baseline 'nosuch'"),
+    (["--margin", "val_bpb"], "--margin expects METRIC=VALUE"),
+])
+def test_bad_comparison_options_fail_with_one_line(crn_report, tmp_path, args, message):
+    sweep, _ = crn_report
+    proc = subprocess.run([sys.executable, "-m", "analysis", str(sweep), "--out", str(tmp_path / "r"), *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "r" / "report.md").exists()
+
+
+def test_margin_given_for_an_untested_metric_is_noted(crn_report, tmp_path):
+    sweep, _ = crn_report
+    out = tmp_path / "report"
+    assert cli_main([str(sweep), "--out", str(out), "--margin", "val_ppl=3%"]) == 0
+    assert "--margin given for metrics that are not compared here: val_ppl" in (out / "report.md").read_text()
+
+
+def test_crn_record_is_listed_per_run(crn_report):
+    sweep, _ = crn_report
+    results = json.loads(next(sweep.glob("input=gf2,seed=1")).joinpath("results.json").read_text())
+    assert results["init"]["scheme"] == "per_group_generators"
+    study = load_run_dirs([sweep])
+    assert study.jobs["crn"].all() and study.long.loc[study.long["kind"] == "final", "crn"].all()
