@@ -5,7 +5,9 @@
 - `tokenizer`: byte-level BPE trained here, or a Hugging Face tokenizer; bytes per token.
 - `prepare`: corpus -> held-out split by document -> tokenizer -> token memmaps, cached by content
   (`prepare(cfg.data)` returns a PreparedData).
-- `shards`: the same for corpora too large for memory: sharded, parallel, restartable.
+- `shards`: the same for corpora too large for memory: sharded, parallel, restartable; the
+  held-out split of a mixture is stratified by source (each in proportion to its weight).
 - `batches`: the data order (a pure function of seed, optimizer step and slot; world-size
-  invariant and resumable) and the validation windows, as a Lightning DataModule.
+  invariant and resumable) and the validation windows, each labelled with its source and
+  global index, as a Lightning DataModule.
 """

@@ -13,7 +13,11 @@ With several train shards (pre-tokenized data) each row first picks a shard, wit
 proportional to its size within its stream times the stream's mixture weight, then a window
 inside that shard (windows never straddle two shards).
 
-Validation uses every non-overlapping window of the held-out split, sharded across ranks.
+Validation uses every non-overlapping window of the held-out split, sharded across ranks. The
+split is made of one segment per source (PreparedData.val_segments; one segment for single-source
+data); windows never straddle two segments, so each window has one source label. Windows are
+numbered globally, segment after segment, independently of world size and batch size; the even
+ones are the "select" half and the odd ones the "report" half of the split (training/task.py).
 """
 
 from __future__ import annotations
@@ -127,29 +131,52 @@ class GlobalBatchOrder(IterableDataset):
 class ValidationWindows(Dataset):
     """Non-overlapping (T+1)-token windows over the held-out split; rank r takes windows r, r+W, ...
 
+    `segments` are (source, start, end) token ranges of the split (default: the whole file, one
+    source). Window k of a segment starts at start + k*T, and a segment of n tokens holds
+    (n - 1) // T windows; with one segment that is exactly the split's windows as they always were.
+    Windows are numbered across segments in order: `starts[i]` and `labels[i]` (index into
+    `sources`) describe global window i, whatever the world size.
+
     Every rank gets the same number of items, ceil(n_windows / W): ranks short of a window get a
     padding item with weight 0 that adds nothing to the sums. Unequal counts would leave one rank
     in an extra forward (an FSDP all-gather) while the others wait in the final reduce: a hang.
-    Items are (window (T+1,), weight) pairs.
+    Items are (window (T+1,), weight, global window index, source label).
     """
 
-    def __init__(self, path: Path, dtype: np.dtype, seq_len: int, rank: int = 0, world_size: int = 1):
+    def __init__(self, path: Path, dtype: np.dtype, seq_len: int, rank: int = 0, world_size: int = 1,
+                 segments: Sequence[tuple[str, int, int]] | None = None):
         self.tokens = np.memmap(path, dtype=dtype, mode="r")
         self.seq_len = seq_len
-        n_windows = (self.tokens.size - 1) // seq_len
+        if segments is None:
+            segments = [("all", 0, int(self.tokens.size))]
+        self.sources: list[str] = list(dict.fromkeys(name for name, _, _ in segments))
+        starts, labels = [], []
+        for name, start, end in segments:
+            if not 0 <= start <= end <= self.tokens.size:
+                raise ValueError(f"segment {name} [{start}, {end}) lies outside the {self.tokens.size}-token split")
+            n = max(0, (end - start - 1) // seq_len)
+            starts.append(start + seq_len * np.arange(n, dtype=np.int64))
+            labels.append(np.full(n, self.sources.index(name), dtype=np.int64))
+        self.starts, self.labels = np.concatenate(starts), np.concatenate(labels)
+        n_windows = self.starts.size
         if n_windows == 0:
             raise ConfigError("data.val_fraction", "the validation split is shorter than one window", "raise val_fraction")
         self.indices = list(range(rank, n_windows, world_size))  # the real windows of this rank
         self.length = -(-n_windows // world_size)
 
+    def windows_per_source(self) -> dict[str, int]:
+        counts = np.bincount(self.labels, minlength=len(self.sources))
+        return {name: int(c) for name, c in zip(self.sources, counts)}
+
     def __len__(self) -> int:
         return self.length
 
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         real = i < len(self.indices)
-        s = (self.indices[i] if real else 0) * self.seq_len
+        k = self.indices[i] if real else 0  # padding repeats window 0 with weight 0
+        s = int(self.starts[k])
         window = torch.from_numpy(self.tokens[s : s + self.seq_len + 1].astype(np.int64))
-        return window, torch.tensor(1.0 if real else 0.0)
+        return window, torch.tensor(1.0 if real else 0.0), torch.tensor(k), torch.tensor(int(self.labels[k]))
 
 
 class TokenDataModule(L.LightningDataModule):
@@ -172,7 +199,13 @@ class TokenDataModule(L.LightningDataModule):
         windows = RandomWindowBatches([s.path for s in shards], self.prepared.dtype, self.seq_len, self.batch_size,
                                       self.seed, probs=probs)
         self.train_set = GlobalBatchOrder(windows, rank, world, self.grad_accum)
-        self.val_set = ValidationWindows(self.prepared.val_path, self.prepared.dtype, self.seq_len, rank, world)
+        self.val_set = ValidationWindows(self.prepared.val_path, self.prepared.dtype, self.seq_len, rank, world,
+                                         segments=self.prepared.val_segments)
+
+    @property
+    def val_sources(self) -> list[str]:
+        """Source names of the validation windows, in label order (one name for single-source data)."""
+        return list(dict.fromkeys(name for name, _, _ in self.prepared.val_segments))
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(self.train_set, batch_size=None, num_workers=0)

@@ -43,3 +43,9 @@ def read_meta(root: str | Path) -> dict[str, Any] | None:
     """meta.json of a prepared cache folder, or None when the folder holds no finished cache."""
     path = Path(root) / META
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def read_manifest(root: str | Path) -> dict[str, Any] | None:
+    """manifest.json of a pre-tokenized directory, or None while the directory is unfinished."""
+    path = Path(root) / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else None

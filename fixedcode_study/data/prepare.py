@@ -90,6 +90,31 @@ class PreparedData:
         return dict(weights) if weights else {s.stream: 1.0 for s in self.train_shards}
 
     @property
+    def val_segments(self) -> list[tuple[str, int, int]]:
+        """(source, start, end) token ranges of the held-out split, one per source, in file order.
+
+        In-memory preparations hold one source. Pre-tokenized directories record the ranges (their
+        split is stratified by stream, shards.val_quotas); a directory written before that holds
+        the first shards' held-out tokens in piece order, whose ranges follow from the shard list.
+        """
+        if not self.sharded:
+            return [(self.train_shards[0].stream, 0, int(self.meta["val_tokens"]))]
+        if "val_segments" in self.meta:
+            return [(seg["stream"], int(seg["start"]), int(seg["end"])) for seg in self.meta["val_segments"]]
+        segments: list[tuple[str, int, int]] = []
+        written, total = 0, int(self.meta["val_tokens"])
+        for shard in self.meta["shards"]:
+            n = min(int(shard["val_tokens"]), total - written)
+            if n <= 0:
+                continue
+            if segments and segments[-1][0] == shard["stream"]:
+                segments[-1] = (shard["stream"], segments[-1][1], written + n)
+            else:
+                segments.append((shard["stream"], written, written + n))
+            written += n
+        return segments
+
+    @property
     def val_path(self) -> Path:
         return self.root / layout.VAL_TOKENS
 
@@ -181,16 +206,34 @@ def load_pretokenized(root: str | os.PathLike, vocab_size: int | None = None,
         if unknown:
             raise ConfigError("data.weights", f"unknown stream(s) {sorted(unknown)}", f"use {sorted(meta['stream_weights'])}")
         meta["stream_weights"] = {**meta["stream_weights"], **{k: float(v) for k, v in weights.items()}}
+    if len(meta["stream_weights"]) > 1:
+        if "val_segments" not in meta:
+            print(f"[data] the held-out split of {root} predates stratification by stream: it holds the first "
+                  "shards' held-out tokens only; rerun the pretokenize command on it (or call "
+                  "fixedcode_study.data.shards.restratify on the directory) to stratify it")
+        elif _shares(meta["stream_weights"]) != _shares(meta["val_weights"]):
+            print(f"[data] training weights {meta['stream_weights']} differ from the weights the held-out split was "
+                  f"drawn with {meta['val_weights']}: val/loss weighs sources by the latter, val/loss@<source> by neither")
     return PreparedData(root, meta)
+
+
+def _shares(weights: Mapping[str, float]) -> dict[str, float]:
+    total = sum(float(w) for w in weights.values())
+    return {k: round(float(w) / total, 12) for k, w in weights.items()}
 
 
 def _prepare_sharded(cfg: Mapping[str, Any], progress: bool) -> PreparedData:
     """hf / mixture sources: pre-tokenize into the cache (resuming if interrupted), then load."""
-    from .shards import default_out_dir, pretokenize
+    from .shards import default_out_dir, pretokenize, restratify
 
     out = default_out_dir(cfg)
-    if not (out / layout.MANIFEST).exists():
+    manifest = layout.read_manifest(out)
+    if manifest is None:
         pretokenize(cfg, out, workers=int(cfg.get("workers") or 0), progress=progress)
+    elif "val_segments" not in manifest:
+        # A cache from before the held-out split was stratified by stream: rebuilt from its own
+        # shards (no network, unlike planning the sources again), identically by concurrent jobs.
+        restratify(out)
     weights = {name: entry.get("weight", 1.0) for name, entry in (cfg.get("mixture") or {}).items()}
     return load_pretokenized(out, cfg.get("vocab_size"), weights or None, field="data")
 

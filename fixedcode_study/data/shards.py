@@ -17,7 +17,9 @@ overrides). The output directory holds:
   shards/NNNNN.counts.npy    token counts of the train shard (for the unigram baseline)
   shards/NNNNN.json          done marker, written last; a piece is finished iff its marker exists,
                              names the current tokenizer hash and the shard sizes match
-  val.bin, token_bytes.npy   merged validation split (up to max_val_tokens) and bytes per token ID
+  val.bin, token_bytes.npy   merged validation split and bytes per token ID: each stream's held-out
+                             tokens in proportion to its mixture weight (up to max_val_tokens in all),
+                             one stream after the other; manifest val_segments says which range is whose
   manifest.json              shard list, token counts, tokenizer hash: written atomically, last.
 Every file is written under a temporary name and renamed, so a killed run leaves only finished
 shards under their final names; rerunning skips them and redoes the rest.
@@ -34,6 +36,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -255,23 +258,95 @@ def _unigram_ppl(counts: np.ndarray, val: np.ndarray) -> float | None:
     return float(math.exp(-total / val.size))
 
 
+def val_quotas(available: Mapping[str, int], weights: Mapping[str, float], cap: int | None = None,
+               say=lambda *a, **k: None) -> dict[str, int]:
+    """Held-out tokens to take from each stream: proportional to the stream weights, as many as fit.
+
+    The split's size is the largest total that every stream can supply its share of (a stream
+    with few held-out documents shrinks it rather than being under-represented), cut at `cap`.
+    A stream with no held-out tokens at all cannot be represented: it is left out, with a note.
+    Exact rational arithmetic: with one stream the quota is min(available, cap), to the token.
+    """
+    present = {name: n for name, n in available.items() if n > 0}
+    for name in available.keys() - present.keys():
+        say(f"[pretokenize] stream {name!r} has no held-out document: validation cannot measure it "
+            f"(raise val_fraction or give it more, smaller documents)")
+    if not present:
+        return {name: 0 for name in available}
+    total_weight = sum(Fraction(float(weights[name])) for name in present)
+    share = {name: Fraction(float(weights[name])) / total_weight for name in present}
+    limit = min(Fraction(n) / share[name] for name, n in present.items())
+    total = limit if cap is None else min(limit, Fraction(int(cap)))
+    if cap is not None and limit < cap and len(present) > 1:
+        short = min(present, key=lambda name: Fraction(present[name]) / share[name])
+        say(f"[pretokenize] validation split: {int(total):,} tokens, below max_val_tokens={int(cap):,}: stream {short!r} "
+            f"holds only {present[short]:,} held-out tokens for its {float(share[short]):.1%} share")
+    return {name: (min(present[name], math.floor(total * share[name])) if name in present else 0) for name in available}
+
+
+def _write_val_split(out: Path, weights: Mapping[str, float], shards: list[Mapping[str, Any]], cap: int | None,
+                     dtype: np.dtype) -> dict[str, Any]:
+    """Write the merged held-out split, stratified: each stream's held-out tokens in piece order, cut
+    at its quota (val_quotas), one stream after the other (streams in `weights` order).
+
+    Concatenating all shards in piece order and cutting at max_val_tokens, as before, filled the
+    split from the first stream alone. With one stream the two are the same tokens.
+    `shards`: {stream, val_path, val_tokens} in piece order. Returns the per-stream counts and the
+    (stream, start, end) ranges written.
+    """
+    available = {name: 0 for name in weights}
+    for shard in shards:
+        available[shard["stream"]] += int(shard["val_tokens"])
+    quotas = val_quotas(available, weights, cap, say=print)
+    segments, written = [], 0
+    with atomic.atomic_file(out / VAL_TOKENS, "wb") as fh:
+        for name in weights:
+            start, left = written, quotas[name]
+            for shard in (s for s in shards if s["stream"] == name):
+                if left <= 0:
+                    break
+                part = np.fromfile(out / shard["val_path"], dtype=dtype)[:left]
+                part.tofile(fh)
+                written += part.size
+                left -= part.size
+            if written > start:
+                segments.append({"stream": name, "start": start, "end": written})
+    return {"available": available, "quotas": quotas, "segments": segments, "tokens": written}
+
+
+def restratify(out: str | os.PathLike) -> dict[str, Any]:
+    """Rebuild the held-out split of a finished directory written before it was stratified by stream.
+
+    Reads only the directory (its shards' held-out tokens and train counts): no input file, no
+    network, no tokenizer. Updates the held-out numbers of the manifest and returns it.
+    """
+    out = Path(out)
+    manifest = json.loads((out / MANIFEST).read_text())
+    dtype = np.dtype(manifest["dtype"])
+    weights = {name: float(w) for name, w in manifest["stream_weights"].items()}
+    split = _write_val_split(out, weights, manifest["shards"], manifest["settings"].get("max_val_tokens"), dtype)
+    val = np.fromfile(out / VAL_TOKENS, dtype=dtype)
+    counts = np.zeros(int(manifest["tokenizer_vocab_size"]), dtype=np.int64)
+    for shard in manifest["shards"]:
+        counts += np.load(shard_files(out, shard["index"])["counts"])
+    for name, totals in manifest["streams"].items():
+        totals.update(val_tokens_held_out=split["available"][name], val_tokens=split["quotas"][name])
+    manifest.update(val_segments=split["segments"], val_weights=weights, val_tokens=int(val.size),
+                    val_bytes=int(np.load(out / TOKEN_BYTES)[val].sum(dtype=np.int64)), unigram_val_ppl=_unigram_ppl(counts, val))
+    atomic.write_text(out / MANIFEST, json.dumps(manifest, indent=1))
+    return manifest
+
+
 def _finalize(out: Path, cfg: Mapping[str, Any], settings: Mapping[str, Any], key: str, streams: list[Stream],
               markers: list[dict[str, Any]], tok: LoadedTokenizer, dtype: np.dtype, run: dict[str, Any]) -> dict[str, Any]:
     vocab = tok.vocab_size
     counts = np.zeros(vocab, dtype=np.int64)
     for m in markers:
         counts += np.load(out / m["counts"])
-    # Merged validation split: whole shards' val tokens in piece order, cut at max_val_tokens.
-    cap = settings.get("max_val_tokens")
-    written = 0
-    with atomic.atomic_file(out / VAL_TOKENS, "wb") as fh:
-        for m in markers:
-            if cap is not None and written >= cap:
-                break
-            part = np.fromfile(out / m["val"]["path"], dtype=dtype)
-            part = part[: cap - written] if cap is not None else part
-            part.tofile(fh)
-            written += part.size
+    weights = {s.name: s.weight for s in streams}
+    split = _write_val_split(out, weights, [{"stream": m["stream"], "val_path": m["val"]["path"], "val_tokens": m["val"]["tokens"]}
+                                            for m in markers], settings.get("max_val_tokens"), dtype)
+    available, quotas, segments, written = split["available"], split["quotas"], split["segments"], split["tokens"]
     if written == 0:
         raise ConfigError("data.val_fraction", f"no document of {out} fell in the held-out split",
                           "raise val_fraction or use more, smaller documents (e.g. data.doc_separator)")
@@ -280,8 +355,8 @@ def _finalize(out: Path, cfg: Mapping[str, Any], settings: Mapping[str, Any], ke
     with atomic.atomic_file(out / TOKEN_BYTES, "wb") as fh:
         np.save(fh, tbytes)
 
-    weights = {s.name: s.weight for s in streams}
-    stream_totals = {s.name: {"weight": s.weight, "shards": 0, "train_tokens": 0} for s in streams}
+    stream_totals = {s.name: {"weight": s.weight, "shards": 0, "train_tokens": 0, "val_tokens_held_out": available[s.name],
+                              "val_tokens": quotas[s.name]} for s in streams}
     for m in markers:
         stream_totals[m["stream"]]["shards"] += 1
         stream_totals[m["stream"]]["train_tokens"] += m["train"]["tokens"]
@@ -293,6 +368,8 @@ def _finalize(out: Path, cfg: Mapping[str, Any], settings: Mapping[str, Any], ke
         "tokenizer": {"spec": tok.spec, "sha256": tok.sha256, "vocab_size": vocab, "eot_id": tok.eot_id, "file": TOKENIZER},
         "vocab_size": int(cfg.get("vocab_size") or vocab), "tokenizer_vocab_size": vocab, "eot_id": tok.eot_id,
         "dtype": dtype.name, "stream_weights": weights, "streams": stream_totals,
+        # val.bin's token ranges per stream, and the weights they were drawn in proportion to
+        "val_segments": segments, "val_weights": weights,
         "shards": [{"index": m["index"], "stream": m["stream"], "path": m["train"]["path"], "tokens": m["train"]["tokens"],
                     "val_path": m["val"]["path"], "val_tokens": m["val"]["tokens"]} for m in markers],
         "documents": {"train": total("train", "documents"), "val": total("val", "documents")},
@@ -394,5 +471,7 @@ def pretokenize(cfg: Mapping[str, Any], out_dir: str | os.PathLike | None = None
     if not todo and (out / MANIFEST).exists():
         manifest = json.loads((out / MANIFEST).read_text())
         if manifest.get("cache_key") == key:
+            if "val_segments" not in manifest:  # written before the held-out split was stratified
+                manifest = restratify(out)
             return {**manifest, "last_run": run}  # nothing to do: the manifest on disk stays as it was
     return _finalize(out, cfg, settings, key, streams, markers, tok, dtype, run)  # type: ignore[arg-type]

@@ -66,6 +66,7 @@ from .resume import (
     checkpoint_step,
     trim_metrics,
 )
+from .schedule import ValidationSchedule, validation_schedule
 from .settings import validate_settings
 from .task import LanguageModelTask
 
@@ -225,6 +226,7 @@ def run_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = 
     job = JobDir(job_dir)
     validate_settings(cfg)  # bad input stops here: nothing in the job directory has been touched
     plan = plan_batch(cfg)
+    validation_schedule(cfg.train, plan.max_steps)  # a bad schedule setting fails here too
     current = job_fingerprint(cfg, plan)
     signals = tuple(_checkpoint_cfg(cfg).get("preempt_signals", PREEMPT_SIGNALS))
     with job_lock(job), PreemptionGuard(signals) as guard:
@@ -385,11 +387,14 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
         rec.close()
 
 def build_trainer(cfg: DictConfig, plan: BatchPlan, job_dir: Path, callbacks: list[Any]) -> L.Trainer:
+    val_steps = validation_schedule(cfg.train, plan.max_steps)
     trainer: L.Trainer = instantiate(
-        cfg.trainer, max_steps=plan.max_steps, max_epochs=-1, logger=False, callbacks=callbacks,
+        cfg.trainer, max_steps=plan.max_steps, max_epochs=-1, logger=False,
+        callbacks=[*callbacks, ValidationSchedule(val_steps, plan.grad_accum)],
         default_root_dir=str(job_dir), check_val_every_n_epoch=None,
-        # Lightning counts validation intervals in micro-batches: align them to optimizer steps.
-        val_check_interval=min(int(cfg.train.val_every), plan.max_steps) * plan.grad_accum,
+        # Validation runs at the scheduled optimizer steps (training/schedule.py): the callback
+        # re-aims Lightning's micro-batch cadence at the next one; this is the first.
+        val_check_interval=val_steps[0] * plan.grad_accum,
         accumulate_grad_batches=plan.grad_accum, log_every_n_steps=int(cfg.train.log_every),
         # Validation windows are already sharded by rank (batches.ValidationWindows); a
         # DistributedSampler on top would shard twice and pad with duplicates.

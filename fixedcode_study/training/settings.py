@@ -38,6 +38,7 @@ RULES: tuple[Rule, ...] = (
     ("train.seq_len", lambda v: v >= 2, "an integer >= 2", True),
     ("train.grad_accum", lambda v: v >= 1, "an integer >= 1", True),
     ("train.val_every", lambda v: v >= 1, "an integer >= 1", True),
+    ("train.val_points", lambda v: v >= 1, "an integer >= 1", True),
     ("train.log_every", lambda v: v >= 1, "an integer >= 1", True),
     ("train.val_batch_size", lambda v: v >= 1, "an integer >= 1", True),
     ("optim.lr", lambda v: 0 < v < 10, "a finite number in (0, 10)", False),

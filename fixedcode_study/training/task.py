@@ -3,9 +3,14 @@
 Metrics go to every attached logger with the number of training tokens seen, so curves from runs
 with different batch sizes share an x-axis:
   train/loss, train/lr, train/tokens_per_second  (every `log_every` optimizer steps)
-  val/loss, val/ppl, val/bpb                      (every `val_every` steps and at the end)
+  val/loss, val/ppl, val/bpb                      (at the validation steps, training/schedule.py)
+  val/loss_select, val/loss_report                (the same, over the even / odd validation windows)
+  val/loss@<source>                               (the same, per source, when the data has several)
 Validation is a token-weighted sum over the whole held-out split, reduced with a sum across ranks
 (not a mean of batch means, which would overweight short batches and differ with world size).
+The select/report halves split the windows by the parity of their global index (batches.py), so
+they are the same windows whatever the world size or batch size: a study that tunes a setting on
+val/loss_select can report val/loss_report, a held-out number the choice never saw.
 """
 
 from __future__ import annotations
@@ -28,6 +33,13 @@ def warmup_cosine(step: int, total: int, warmup: int, min_ratio: float) -> float
         return (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def _group_sums(per_window: torch.Tensor, groups: torch.Tensor, n: int) -> torch.Tensor:
+    """(n, k) sums of the (B, k) rows of each group. A masked sum rather than index_add_, whose
+    CUDA atomics add in a different order from run to run."""
+    onehot = F.one_hot(groups.to(per_window.device), n).to(per_window.dtype)  # (B, n)
+    return (onehot.unsqueeze(2) * per_window.unsqueeze(1)).sum(dim=0)
 
 
 class LanguageModelTask(L.LightningModule):
@@ -54,6 +66,7 @@ class LanguageModelTask(L.LightningModule):
         self.last_val: dict[str, float] = {}
         self.last_val_step = -1
         self._val_sums: torch.Tensor | None = None
+        self._val_sources: list[str] = []
         self._train_time = 0.0
         self._t_batch = 0.0
         self._window_loss = torch.zeros(())
@@ -128,23 +141,37 @@ class LanguageModelTask(L.LightningModule):
         self.last_val, self.last_val_step = dict(state["last_val"]), int(state["last_val_step"])
 
     # -- validation --------------------------------------------------------------------------
-    def on_validation_epoch_start(self) -> None:
-        self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+    def _val_source_names(self) -> list[str]:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        return list(getattr(datamodule, "val_sources", None) or [])
 
-    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
-        windows, weight = batch  # (B, T+1), (B,): weight 0 marks a rank's padding window
+    def on_validation_epoch_start(self) -> None:
+        # Rows of (nll, tokens, bytes) sums: 0 all windows, 1 even ("select"), 2 odd ("report"),
+        # 3.. one per source when there are several. One tensor, so one collective reduces them all.
+        names = self._val_source_names()
+        self._val_sources = names if len(names) > 1 else []
+        self._val_sums = torch.zeros(3 + len(self._val_sources), 3, dtype=torch.float64, device=self.device)
+
+    def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
+        # (B, T+1), (B,): weight 0 marks a rank's padding window; global window index and source label (B,)
+        windows, weight, index, source = batch
         x, y = windows[:, :-1], windows[:, 1:]
         logits = self.model(x)
         nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
         w = weight.to(torch.float64)
-        self._val_sums += torch.stack([
-            (nll.double().sum(dim=1) * w).sum(), (w * y.shape[1]).sum(),
-            (self.token_bytes[y].sum(dim=1) * w).sum(),
-        ])
+        terms = (nll.double().sum(dim=1) * w, w * y.shape[1], self.token_bytes[y].sum(dim=1) * w)  # (B,) each
+        # Row 0 is summed exactly as it always was (a sum of each contiguous (B,) term, then onto
+        # the running sum): summing a strided or 2-D view may add in another order and move
+        # val/loss in the last bit. The group rows add up the same per-window terms.
+        self._val_sums[0] += torch.stack([t.sum() for t in terms])
+        per_window = torch.stack(terms, dim=1)  # (B, 3)
+        self._val_sums[1:3] += _group_sums(per_window, index % 2, 2)
+        if self._val_sources:
+            self._val_sums[3:] += _group_sums(per_window, source, len(self._val_sources))
 
     def on_validation_epoch_end(self) -> None:
         sums = self.trainer.strategy.reduce(self._val_sums, reduce_op="sum")
-        nll, n_tokens, n_bytes = (float(v) for v in sums)
+        nll, n_tokens, n_bytes = (float(v) for v in sums[0])
         loss = nll / n_tokens
         self.last_val = {
             "val/loss": loss,
@@ -152,6 +179,11 @@ class LanguageModelTask(L.LightningModule):
             "val/bpb": nll / math.log(2) / max(n_bytes, 1.0),
             "val/tokens": n_tokens,
         }
+        groups = [("val/loss_select", sums[1]), ("val/loss_report", sums[2])]
+        groups += [(f"val/loss@{name}", row) for name, row in zip(self._val_sources, sums[3:])]
+        for key, row in groups:
+            if float(row[1]) > 0:  # a half or source with no whole window has no loss to report
+                self.last_val[key] = float(row[0]) / float(row[1])
         self.last_val_step = self.global_step
         if not self.trainer.sanity_checking:
             self._emit({k: v for k, v in self.last_val.items() if k != "val/tokens"})

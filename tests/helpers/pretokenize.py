@@ -64,3 +64,77 @@ def save_hf_tokenizer(texts: list[str], directory: Path, vocab_size: int = 300) 
     tok.train_from_iterator(texts, trainer=trainer)
     PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>").save_pretrained(str(directory))
     return directory
+
+
+# -- two sources that can be told apart by their characters (stratified validation tests) -------
+ALPHABETS = {"alpha": "abcdefghijklm", "omega": "nopqrstuvwxyz"}
+
+
+def write_two_sources(root: Path, docs_per_source: int = 400, seed: int = 0) -> dict[str, Path]:
+    """One JSONL file per source; documents of source s use only the letters ALPHABETS[s] and
+    start with a unique tag (e.g. "ALPHA0042"), so any piece of text names its source and, when it
+    holds a tag, its document. Returns {source: file}."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, letters in ALPHABETS.items():
+        words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 6))) for _ in range(60)]
+        path = root / f"{name}.jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            for i in range(docs_per_source):
+                text = f"{name.upper()}{i:04d} " + " ".join(rng.choice(words) for _ in range(rng.randint(20, 80))) + ".\n"
+                fh.write(json.dumps({"text": text}) + "\n")
+        files[name] = path
+    return files
+
+
+def two_source_mixture_cfg(files: dict[str, Path], tmp: Path, weights: dict[str, float], **over) -> dict:
+    cfg = {"name": "two", "source": "mixture", "vocab_size": 300, "val_fraction": 0.2, "split_seed": 0,
+           "shard_mb": 0.01, "tokenizer": "bpe", "cache_dir": str(tmp / "cache"), "workers": 0,
+           "mixture": {name: {"kind": "files", "paths": [str(path)], "weight": weights[name]} for name, path in files.items()}}
+    cfg.update(over)
+    return cfg
+
+
+# -- a few real optimizer steps through Lightning, for validation tests ---------------------------
+def fit_briefly(prepared, max_steps: int, callbacks=(), *, val_check_interval: int | None = None, grad_accum: int = 1,
+                seq_len: int = 32, batch_size: int = 4, val_batch_size: int = 16):
+    """Train test_micro on `prepared` the way training/job.py does (same task, data module and
+    Trainer settings that matter for validation), with a logger that keeps every logged row.
+    Returns (task, datamodule, rows) with rows = [(step, {metric: value})]."""
+    import lightning as L
+    import torch
+    from lightning.pytorch.loggers.logger import Logger
+
+    from fixedcode_study.build import build_model
+    from fixedcode_study.config import compose
+    from fixedcode_study.data.batches import TokenDataModule
+    from fixedcode_study.training.task import LanguageModelTask
+
+    class Rows(Logger):
+        name, version = "rows", 0
+
+        def __init__(self):
+            super().__init__()
+            self.rows = []
+
+        def log_hyperparams(self, *args, **kwargs):
+            pass
+
+        def log_metrics(self, metrics, step=None):
+            self.rows.append((step, dict(metrics)))
+
+    cfg = compose(["model=test_micro", "input=learned"])
+    L.seed_everything(0, verbose=False)
+    model = build_model(cfg.model, cfg.input)
+    dm = TokenDataModule(prepared, seq_len, batch_size, seed=0, val_batch_size=val_batch_size, grad_accum=grad_accum)
+    task = LanguageModelTask(model, cfg.optim, max_steps, seq_len * batch_size * grad_accum,
+                             torch.from_numpy(prepared.token_bytes()), log_every=1)
+    rows = Rows()
+    trainer = L.Trainer(accelerator="cpu", devices=1, precision="32-true", max_steps=max_steps, max_epochs=-1,
+                        logger=[rows], callbacks=list(callbacks), check_val_every_n_epoch=None,
+                        val_check_interval=(val_check_interval or max_steps) * grad_accum,
+                        accumulate_grad_batches=grad_accum, use_distributed_sampler=False, num_sanity_val_steps=0,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(task, datamodule=dm)
+    return task, dm, rows.rows
