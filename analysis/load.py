@@ -129,6 +129,8 @@ def job_record(results: dict, run: str, job_dir: Path) -> dict:
         # common random numbers: runs of different variants at one seed may be paired (analysis.pairing)
         "crn": is_crn(results),
         "flops_per_token": flops_per_token(results),
+        # the training source the run was computed with (results.json fingerprint.code_sha)
+        "code_sha": ((results.get("fingerprint") or {}).get("code_sha") or "")[:12] or None,
     }
     for section in ("input_props", "params", "data", "final", "init"):
         value = results.get(section)

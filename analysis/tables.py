@@ -128,7 +128,7 @@ def jobs_table(study) -> pd.DataFrame:
     """Per-job values (every number the summaries are computed from), keyed by run path."""
     points = study.long[study.long["kind"].isin(["final", "eval"])]
     wide = points.pivot_table(index="run", columns="metric", values="value", aggfunc="first")
-    keep = [c for c in ("run", "sweep", "job_key", "input", "variant", "model", "seed", "data", "status",
+    keep = [c for c in ("run", "sweep", "job_key", "input", "variant", "model", "seed", "data", "code_sha", "status",
                         "included", "reason", "tokens_seen", "params.total", "params.trainable",
                         "params.input_trainable", "data.unigram_val_ppl") if c in study.jobs]
     return study.jobs[keep].merge(wide.reset_index(), on="run", how="left")
@@ -145,6 +145,12 @@ def table_notes(study, baseline: str = BASELINE) -> list[str]:
             notes.append(f"trainable parameter counts differ between seeds of {key}; the parameter table shows the "
                          "first job's counts (see tables/jobs.csv)")
     for key, group in jobs.groupby(context, sort=False, dropna=False):
+        codes = group["code_sha"].dropna().unique() if "code_sha" in group else []
+        if len(codes) > 1:
+            key_ = key if isinstance(key, tuple) else (key,)
+            where = ", ".join(f"{c}={v}" for c, v in zip(context, key_, strict=True))
+            notes.append(f"runs for {where} were trained by {len(codes)} versions of the training code "
+                         f"({', '.join(sorted(codes))}): they are compared as if equal (see tables/jobs.csv)")
         if not ((group["input"] == baseline) | (group["variant"] == baseline)).any():
             key = key if isinstance(key, tuple) else (key,)
             where = ", ".join(f"{c}={v}" for c, v in zip(context, key, strict=True))

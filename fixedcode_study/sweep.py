@@ -246,8 +246,12 @@ def run_study(study: Study, scale: str, extra: list[str]) -> int:
             cmd = [sys.executable, "-m", "fixedcode_study.run", "-m", *grid]
             print("[sweep] $ python -m fixedcode_study.run -m " + " ".join(grid), flush=True)
             child = subprocess.Popen(cmd)
+            if stop:  # a signal that came between the check above and the launch
+                child.send_signal(stop[-1])
             code = child.wait()
-            if code == PREEMPT_EXIT_CODE or stop:
+            # 143 from the job's own handler; -N when the signal's default action killed the grid
+            # (between jobs of -m, or before the job installed its handler)
+            if code == PREEMPT_EXIT_CODE or -code in prior or stop:
                 print(f"[sweep] {study.name}: preempted; re-run the same command to resume", file=sys.stderr, flush=True)
                 sys.exit(PREEMPT_EXIT_CODE)
             if code != 0:

@@ -501,3 +501,16 @@ def test_pooling_evaluations_with_different_settings_is_flagged(tmp_path):
     (job / "results.json").write_text(json.dumps(res))
     notes = " ".join(load_run_dirs([main]).notes)
     assert "lm_eval_run.limit" in notes
+
+
+def test_runs_trained_by_different_training_code_are_flagged(tmp_path):
+    sweep = tmp_path / "sweep"
+    for seed, code in ((1, "a" * 64), (2, "b" * 64)):
+        for name in ("learned", "binary16"):
+            fx.write_job(sweep, name, seed, val_ppl=200.0 + seed, val_bpb=2.5 + seed / 100,
+                         results_extra={"fingerprint": {"code_sha": code}})
+    out = tmp_path / "report"
+    cli_main([str(sweep), "--out", str(out)])
+    report = (out / "report.md").read_text()
+    assert "were trained by 2 versions of the training code (aaaaaaaaaaaa, bbbbbbbbbbbb)" in report
+    assert set(pd.read_csv(out / "tables" / "jobs.csv")["code_sha"]) == {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}

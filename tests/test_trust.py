@@ -236,3 +236,24 @@ def test_truncated_weights_given_to_evaluate_are_one_line_not_a_traceback(tmp_pa
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: checkpoint:") and "Traceback" not in proc.stderr
+
+
+def test_a_variant_that_names_another_is_fingerprinted_with_that_variants_settings():
+    settings = fingerprint_of(["input=gaussian16"])["settings"]
+    # editing conf/input/binary16.yaml changes gaussian16's numbers (its RMS reference): and its fingerprint
+    assert settings["input.rms_reference.name"] == "binary16" and "input.rms_reference.type" in settings
+
+
+def test_preemption_guard_raises_once_and_restores_the_prior_handler():
+    from fixedcode_study.training.resume import PreemptionGuard, Preempted
+
+    before = signal.getsignal(signal.SIGUSR1)
+    with PreemptionGuard(("SIGUSR1",)) as guard:
+        with pytest.raises(Preempted) as stop:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(1)
+        assert stop.value.code == 143 and stop.value.step is None
+        os.kill(os.getpid(), signal.SIGUSR1)  # a second signal (e.g. forwarded by a sweep) is absorbed
+        time.sleep(0.1)
+        assert guard.fired
+    assert signal.getsignal(signal.SIGUSR1) == before

@@ -146,8 +146,8 @@ def build_record(results: Mapping[str, Any], settings: Mapping[str, Any]) -> dic
         "headline": headline,
         "n_samples": {t: e.get("sample_len") for t, e in results["results"].items()},
         "task_versions": dict(results.get("versions", {})),
-        "settings": {k: settings[k] for k in ("num_fewshot", "batch_size", "limit", "data_dir", "prepared_root",
-                                              "dtype", "bootstrap_iters", "use_cache")},
+        "settings": {k: settings.get(k) for k in ("num_fewshot", "batch_size", "limit", "data_dir", "prepared_root",
+                                                  "dtype", "bootstrap_iters", "use_cache", "builtin")},
     }
 
 

@@ -33,6 +33,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # The package source that decides what a trained model computes. CLIs, analysis, evaluation and
 # the record's own bookkeeping are left out: editing them cannot change a trained weight.
 CODE_PATHS = ("model.py", "build.py", "accounting.py", "inputs", "data", "training")
+CODE_EXCLUDED = ("training/loggers.py", "training/settings.py")  # logging and input checks only
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -83,6 +84,8 @@ def code_sha() -> str:
         path = PACKAGE_DIR / entry
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
         for f in files:
+            if str(f.relative_to(PACKAGE_DIR)) in CODE_EXCLUDED:
+                continue
             digest.update(str(f.relative_to(PACKAGE_DIR)).encode() + b"\0" + f.read_bytes() + b"\0")
     return digest.hexdigest()
 

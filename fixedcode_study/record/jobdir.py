@@ -128,8 +128,12 @@ class JobDir:
         return self.checkpoints / FINAL_CHECKPOINT
 
     def resume_point(self) -> Path | None:
-        """last.ckpt when a previous attempt left one, else None."""
-        return self.last_checkpoint if self.last_checkpoint.exists() else None
+        """last.ckpt when a previous attempt left one, else None. A kill in the middle of replacing
+        a sharded (folder) checkpoint leaves only `last.ckpt.old` (record/atomic.py place): use it."""
+        if self.last_checkpoint.exists():
+            return self.last_checkpoint
+        old = self.last_checkpoint.with_name(self.last_checkpoint.name + ".old")
+        return old if old.exists() else None
 
     @staticmethod
     def partial(checkpoint: Path) -> Path:
@@ -140,7 +144,7 @@ class JobDir:
         """Remove last.ckpt (and a save that was cut short) once the job no longer needs it.
         Either may be a folder (FSDP's sharded state_dict_type writes one)."""
         last = self.last_checkpoint
-        for leftover in (last, self.partial(last)):
+        for leftover in (last, self.partial(last), last.with_name(last.name + ".old")):
             if leftover.is_dir():
                 shutil.rmtree(leftover)
             else:

@@ -37,7 +37,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from ..accounting import flops_per_token, parameter_groups
-from ..build import build_model
+from ..build import build_model, resolve_input_references
 from ..data.batches import TokenDataModule
 from ..data.prepare import prepare
 from ..errors import ConfigError
@@ -73,7 +73,7 @@ from .task import LanguageModelTask
 __all__ = ["JobOutcome", "base_record", "evaluate_into", "run_job", "train_job", "wants_eval"]
 
 # Evaluation settings that change the numbers; a stored evaluation with other values is stale.
-EVAL_IDENTITY = ("num_fewshot", "limit", "data_dir", "dtype")
+EVAL_IDENTITY = ("num_fewshot", "limit", "data_dir", "dtype", "batch_size", "builtin")
 
 
 @dataclass
@@ -117,8 +117,17 @@ class Recorder:
         if not self.is_zero:
             return
         self.job.write_results(self.record)
-        if self.mirror is not None:
-            self.mirror.sync_record(self.record)
+        self._mirror("sync_record", self.record)
+
+    def _mirror(self, method: str, *args: Any) -> None:
+        """W&B is a copy: when its service is gone (it gets the same SIGTERM as the job), say so
+        and go on; results.json stays the truth and the next sync or re-run catches up."""
+        if self.mirror is None:
+            return
+        try:
+            getattr(self.mirror, method)(*args)
+        except Exception as err:  # noqa: BLE001 - a preemption (SystemExit) still propagates
+            print(f"[wandb] {method} failed ({type(err).__name__}: {err}); results.json is unaffected".splitlines()[0])
 
     def open_mirror(self, cfg: DictConfig, config: dict[str, Any]) -> None:
         """The job's W&B run (id from the record), when the logger config asks for one."""
@@ -131,13 +140,11 @@ class Recorder:
             config=config)
 
     def sync_history(self, upto: int | None = None) -> None:
-        if self.mirror is not None:
-            self.mirror.sync_history(upto)
+        self._mirror("sync_history", upto)
 
     def close(self) -> None:
-        if self.mirror is not None:
-            self.mirror.finish(ok=self.record.get("status") == COMPLETED)
-            self.mirror = None
+        self._mirror("finish", self.record.get("status") == COMPLETED)
+        self.mirror = None
 
     def stopped(self, err: BaseException) -> None:
         """Record why the job stopped: a signal is `preempted`, anything else `failed`."""
@@ -163,7 +170,11 @@ def _checkpoint_cfg(cfg: DictConfig) -> DictConfig:
 
 
 def job_fingerprint(cfg: DictConfig, plan: BatchPlan) -> dict[str, Any]:
-    return fingerprint(OmegaConf.to_container(cfg, resolve=True), list(cfg.job_key_ignore), plan.identity())
+    # Input variants that name another (init_code / rms_reference: binary16) are hashed with that
+    # variant's settings as they are today: editing conf/input/binary16.yaml changes them too.
+    config = OmegaConf.to_container(cfg, resolve=True)
+    config["input"] = resolve_input_references(config["input"])
+    return fingerprint(config, list(cfg.job_key_ignore), plan.identity())
 
 
 def refuse_stale(job: JobDir, previous: Mapping[str, Any] | None, current: Mapping[str, Any], resume: bool) -> None:
@@ -224,9 +235,17 @@ def _eval_status(record: Mapping[str, Any]) -> str:
 def run_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = None) -> JobOutcome:
     """Validate, lock, decide and do one job (see the module docstring)."""
     job = JobDir(job_dir)
-    validate_settings(cfg)  # bad input stops here: nothing in the job directory has been touched
+    # Bad input stops here, before anything in the job directory is touched: numbers, the batch
+    # plan, the validation schedule, the model (shapes only, on the meta device) and the eval suite.
+    validate_settings(cfg)
     plan = plan_batch(cfg)
-    validation_schedule(cfg.train, plan.max_steps)  # a bad schedule setting fails here too
+    validation_schedule(cfg.train, plan.max_steps)
+    with torch.device("meta"):
+        build_model(cfg.model, cfg.input, seed=int(cfg.seed))
+    if wants_eval(cfg):
+        from ..evaluation.harness import eval_settings
+
+        eval_settings(cfg.eval)
     current = job_fingerprint(cfg, plan)
     signals = tuple(_checkpoint_cfg(cfg).get("preempt_signals", PREEMPT_SIGNALS))
     with job_lock(job), PreemptionGuard(signals) as guard:
@@ -266,6 +285,8 @@ def _finish_trained(cfg: DictConfig, job: JobDir, record: dict[str, Any]) -> Job
             rec.record["eval"] = evaluate_into(job.path / record["checkpoint"], cfg, prepared_root=None)
         elif not wants_eval(cfg) and "error" in (record.get("eval") or {}):
             rec.record.pop("eval")  # the failed evaluation is no longer asked for
+        if not _checkpoint_cfg(cfg).get("keep_last", False):
+            job.drop_resume_state()
         rec.write(status=_eval_status(rec.record), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         return JobOutcome("evaluated" if wanted else "trained", rec.record)
     except BaseException as err:
@@ -282,21 +303,22 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
     # trainer below. Every file write in this function is rank 0's.
     is_zero = rank_zero_only.rank == 0
     ckpt_cfg = _checkpoint_cfg(cfg)
-    if fresh and is_zero:  # force=true: nothing of an earlier life is kept as resume state or weights
-        shutil.rmtree(job.checkpoints, ignore_errors=True)
-    ckpt_path = job.resume_point() if ckpt_cfg.get("resume", True) else None
+    # Every rank decides the same way: force=true never resumes, whatever rank 0 has deleted yet.
+    ckpt_path = job.resume_point() if ckpt_cfg.get("resume", True) and not fresh else None
     record = base_record(cfg, job, overrides)
     record.update(fingerprint=current, plan=plan.as_record())
     rec = Recorder(job, record, is_zero)
-    if is_zero:
-        job.path.mkdir(parents=True, exist_ok=True)
-        # A new W&B run only when this attempt starts from step 0 over curves W&B already holds.
-        old_id = (previous or {}).get("wandb_id")
-        new_life = fresh or (ckpt_path is None and bool(old_id) and cfg.logger.get("wandb") is not None
-                             and WandbMirror.has_history(job, old_id))
-        job.start_attempt(record, previous, new_life=new_life)
     try:
-        rec.write()
+        if is_zero:
+            job.path.mkdir(parents=True, exist_ok=True)
+            # A new W&B run only when this attempt starts from step 0 over curves W&B already holds.
+            old_id = (previous or {}).get("wandb_id")
+            new_life = fresh or (ckpt_path is None and bool(old_id) and cfg.logger.get("wandb") is not None
+                                 and WandbMirror.has_history(job, old_id))
+            job.start_attempt(record, previous, new_life=new_life)
+        rec.write()  # the new record first: a stop from here on leaves it, never the old life's
+        if fresh and is_zero:  # force=true: nothing of an earlier life is kept as resume state or weights
+            shutil.rmtree(job.checkpoints, ignore_errors=True)
         # 1. seed and batch plan (validated before the lock)
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         # 2. model (after seeding: init depends on the seed only; built before the data so a bad
@@ -318,6 +340,11 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
                 rec.sync_history(rec.record["resumed_from_step"])  # what the checkpoint covers, once
         # 3. data
         prepared = prepare(cfg.data)
+        stored_key = ((previous or {}).get("data") or {}).get("cache_key")
+        if ckpt_path is not None and stored_key and stored_key != prepared.meta["cache_key"]:
+            raise ConfigError("data", f"the checkpoint was trained on data cache {stored_key}, this machine prepared "
+                              f"{prepared.meta['cache_key']} (a tokenizer or dataset changed)",
+                              "re-run with force=true to retrain on today's data")
         rec.write(data={"name": cfg.data.name, **{k: prepared.meta[k] for k in (
             "vocab_size", "tokenizer_vocab_size", "train_tokens", "val_tokens", "val_bytes",
             "unigram_val_ppl", "cache_key")}})
@@ -334,6 +361,9 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
         trainer = build_trainer(cfg, plan, job.path, [checkpointer])
         _refuse_reexec_in_sweep(trainer)
         is_zero = trainer.is_global_zero
+        if _spawns_workers(trainer):
+            # Spawned workers cannot reach this process's W&B run: it gets the curves after fit.
+            checkpointer.after_save = None
 
         # 5. config files and the local metrics logger: rank 0 only
         if is_zero:
@@ -351,6 +381,10 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
         trainer.fit(task, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
         fit = _summary(trainer)  # via callback_metrics: also right when ranks ran in spawned processes
         steps = int(fit["global_step"])
+        if checkpointer.preempt_signum is not None:  # the signal came during the last step
+            raise Preempted(None, checkpointer.preempt_signum)
+        if trainer.interrupted or steps != plan.max_steps:  # e.g. trainer.max_time: not what was asked
+            raise RuntimeError(f"training stopped at step {steps} of {plan.max_steps}; the job is not complete")
 
         # 7. final validation unless the budget ended on a validation step
         if int(fit["last_val_step"]) != steps:
@@ -435,6 +469,12 @@ def _final_weights(trainer: L.Trainer, task: LanguageModelTask, cfg: DictConfig)
     model = build_model(cfg.model, cfg.input)
     model.load_state_dict({k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")})
     return model
+
+
+def _spawns_workers(trainer: L.Trainer) -> bool:
+    from lightning.pytorch.strategies.launchers.multiprocessing import _MultiProcessingLauncher
+
+    return isinstance(trainer.strategy.launcher, _MultiProcessingLauncher)
 
 
 def _summary(trainer: L.Trainer) -> dict[str, float]:

@@ -77,6 +77,7 @@ class PreemptionGuard:
         self.signals = [getattr(signal, s) for s in signals if hasattr(signal, s)]
         self.prior: dict[int, Any] = {}
         self._installed = False
+        self.fired = False
 
     def __enter__(self) -> "PreemptionGuard":
         import threading
@@ -94,8 +95,12 @@ class PreemptionGuard:
                 signal.signal(s, handler if handler is not None else signal.SIG_DFL)
             self._installed = False
 
-    @staticmethod
-    def _raise(signum: int, frame: Any) -> None:
+    def _raise(self, signum: int, frame: Any) -> None:
+        # Once: a second signal (a scheduler's own plus the one a sweep launcher forwards) must not
+        # interrupt the writing of the `preempted` record the first one started.
+        if self.fired:
+            return
+        self.fired = True
         raise Preempted(None, signum)
 
     def chain(self, signum: int) -> None:
@@ -212,6 +217,11 @@ class ResumableCheckpoint(L.Callback):
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._preempt_signum = signum
+
+    @property
+    def preempt_signum(self) -> int | None:
+        """A signal that arrived inside the loop but after its last step boundary (fit ended first)."""
+        return self._preempt_signum
 
     # -- saving ----------------------------------------------------------------------------------
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:

@@ -84,6 +84,12 @@ def validate_settings(cfg: Mapping[str, Any]) -> None:
         number = _number(beta)
         if number is None or not 0 <= number < 1:
             raise ConfigError(f"optim.betas[{i}]", f"{beta!r} is not in [0, 1)", "use betas like [0.9, 0.95]")
+    import signal
+
+    for name in lookup(cfg, "checkpoint.preempt_signals")[1] or []:
+        if not isinstance(name, str) or not hasattr(signal, name):
+            raise ConfigError("checkpoint.preempt_signals", f"{name!r} is not a signal name",
+                              "use names like SIGTERM, SIGUSR1, SIGUSR2")
     present, seq_len = lookup(cfg, "train.seq_len")
     has_max, max_len = lookup(cfg, "model.max_seq_len")
     if present and has_max and int(seq_len) > int(max_len):
