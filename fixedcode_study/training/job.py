@@ -127,7 +127,7 @@ class Recorder:
         try:
             getattr(self.mirror, method)(*args)
         except Exception as err:  # noqa: BLE001 - a preemption (SystemExit) still propagates
-            print(f"[wandb] {method} failed ({type(err).__name__}: {err}); results.json is unaffected".splitlines()[0])
+            print(f"[wandb] {method} failed ({type(err).__name__}: {err}); the record on disk is unaffected".splitlines()[0])
 
     def open_mirror(self, cfg: DictConfig, config: dict[str, Any]) -> None:
         """The job's W&B run (id from the record), when the logger config asks for one."""
