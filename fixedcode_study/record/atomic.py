@@ -52,6 +52,13 @@ def _fsync_dir(path: Path) -> None:
         pass
 
 
+def displaced(final: str | os.PathLike) -> Path:
+    """Where `place` parks the folder it replaces until the new one is in (a kill in between
+    leaves only this one)."""
+    final = Path(final)
+    return final.with_name(final.name + ".old")
+
+
 def place(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     """Move a finished temporary file or folder over `final` (same filesystem), durably.
 
@@ -61,7 +68,7 @@ def place(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     tmp, final = Path(tmp), Path(final)
     fsync_path(tmp)
     if tmp.is_dir():
-        old = final.with_name(final.name + ".old")
+        old = displaced(final)
         if final.exists():
             shutil.rmtree(old, ignore_errors=True)
             os.rename(final, old)

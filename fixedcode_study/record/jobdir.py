@@ -132,7 +132,7 @@ class JobDir:
         a sharded (folder) checkpoint leaves only `last.ckpt.old` (record/atomic.py place): use it."""
         if self.last_checkpoint.exists():
             return self.last_checkpoint
-        old = self.last_checkpoint.with_name(self.last_checkpoint.name + ".old")
+        old = atomic.displaced(self.last_checkpoint)
         return old if old.exists() else None
 
     @staticmethod
@@ -144,7 +144,7 @@ class JobDir:
         """Remove last.ckpt (and a save that was cut short) once the job no longer needs it.
         Either may be a folder (FSDP's sharded state_dict_type writes one)."""
         last = self.last_checkpoint
-        for leftover in (last, self.partial(last), last.with_name(last.name + ".old")):
+        for leftover in (last, self.partial(last), atomic.displaced(last)):
             if leftover.is_dir():
                 shutil.rmtree(leftover)
             else:
