@@ -1,0 +1,114 @@
+"""`python -m fixedcode_study.probe checkpoint=PATH [probe.*=...]`: representation probes.
+
+    python -m fixedcode_study.probe checkpoint=outputs/multirun/main                # a whole study
+    python -m fixedcode_study.probe checkpoint=outputs/multirun/main/input=gf2,seed=1  # one job
+    python -m fixedcode_study.probe checkpoint=DIR/checkpoints/final probe.tokens=4096 probe.init=false
+
+PATH is a final checkpoint folder, a job directory or a study directory (every completed job below
+it). Each job gets probes.json beside its results.json (its init, its step-*.ckpt snapshots and its
+final model); a study also gets probes_cross.json (layer-by-layer CKA between every pair of final
+models). Settings: conf/probe/default.yaml; measures: fixedcode_study/probing/__init__.py.
+Then `python -m analysis PATH` renders them with the rest of the report.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from .config import compose
+from .errors import ConfigError
+from .evaluation.harness import find_prepared_root
+from .probing.run import (CROSS_FILE, cross_record, make_sample, probe_subject, reference_table,
+                          sample_summary, windows_for)
+from .probing.states import ProbeSubject, find_subjects
+from .record import atomic
+
+
+def probe_settings(overrides: list[str]) -> dict[str, Any]:
+    bad = [o for o in overrides if not o.startswith(("probe.", "probe="))]
+    if bad:
+        raise ConfigError(bad[0].split("=")[0], "is not a probe setting", "pass checkpoint=PATH and probe.<key>=<value>")
+    cfg = compose(["+probe=default", *(o.replace("probe=", "+probe=", 1) if o.startswith("probe=") else o
+                                       for o in overrides if not o.startswith("probe=default"))])
+    return OmegaConf.to_container(cfg.probe, resolve=True)
+
+
+def _settings(subject: ProbeSubject) -> dict[str, Any]:
+    return (((subject.record or {}).get("fingerprint") or {}).get("settings")) or {}
+
+
+def reference_for(subject: ProbeSubject, subjects: list[ProbeSubject]) -> ProbeSubject | None:
+    """The learned-table job a model's type vectors are compared with: same seed, and when a study
+    holds several (a tuning grid), the one whose other settings differ least from the subject's."""
+    candidates = [s for s in subjects if s.input_type == "learned" and s.seed == subject.seed]
+    mine = {k: v for k, v in _settings(subject).items() if not k.startswith("input.")}
+
+    def distance(other: ProbeSubject) -> tuple[int, str]:
+        theirs = _settings(other)
+        return sum(theirs.get(k) != v for k, v in mine.items()), other.name
+
+    return min(candidates, key=distance) if candidates else None
+
+
+def run(path: str, settings: dict[str, Any], say=print) -> list[dict[str, Any]]:
+    subjects = find_subjects(path)
+    by_corpus: dict[str, list[ProbeSubject]] = defaultdict(list)
+    for s in subjects:  # one token sample per corpus, so cross-model numbers compare the same tokens
+        by_corpus[(s.config.get("data") or {}).get("cache_key") or s.name].append(s)
+    explicit = find_subjects(settings["reference"])[0] if settings["reference"] else None
+    records = []
+    for corpus, group in by_corpus.items():
+        root = find_prepared_root(group[0].final_dir, group[0].config, settings["prepared_root"], None)
+        try:
+            sample = make_sample(windows_for(group, root, settings), settings)
+        except ValueError as err:
+            field, _, message = str(err).partition(": ")
+            raise ConfigError(field, message, "change that probe setting") from None
+        say(f"[probe] {len(group)} job(s) on {len(sample.ids):,} held-out tokens of {root.name} "
+            f"(the {len(sample.classes)} probed classes cover {sample_summary(sample)['class_coverage']:.0%} of them)")
+        tables: dict[Any, Any] = {}
+        finals = {}
+        for subject in group:
+            ref_subject = explicit or reference_for(subject, group)
+            key = str(ref_subject.final_dir) if ref_subject else None
+            if key not in tables:
+                tables[key] = reference_table(ref_subject, sample)
+            record, states = probe_subject(subject, sample, settings, tables[key], say=say)
+            records.append(record)
+            if settings["cross"] and len(group) > 1:
+                finals[subject.name] = states
+        if finals:  # one file per corpus: models are only compared on the same tokens
+            name = CROSS_FILE if len(by_corpus) == 1 else CROSS_FILE.replace(".json", f"-{corpus}.json")
+            out = Path(path).expanduser().resolve() / name
+            atomic.write_json(out, cross_record(group, finals, sample, settings))
+            say(f"[probe] cross-model similarity of {len(group)} jobs -> {out}")
+    return records
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(args):
+        print(__doc__)
+        return
+    started = time.perf_counter()
+    try:
+        paths = [a.split("=", 1)[1] for a in args if a.startswith("checkpoint=")]
+        if len(paths) != 1:
+            raise ConfigError("checkpoint", "missing" if not paths else "given twice",
+                              "pass checkpoint=<a checkpoint folder, a job directory or a study directory>")
+        settings = probe_settings([a for a in args if not a.startswith("checkpoint=")])
+        records = run(paths[0], settings)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    print(f"[probe] {len(records)} job(s) probed in {time.perf_counter() - started:.1f}s")
+
+
+if __name__ == "__main__":
+    main()
