@@ -13,6 +13,7 @@ from analysis import (
     tables,
     tuning,
 )
+from analysis.figures_probes import probe_figures
 from analysis.comparisons import DEFAULT_BASELINE, Plan
 from analysis.equivalence import (
     ALPHA,
@@ -24,12 +25,14 @@ from analysis.equivalence import (
 )
 from analysis.figstyle import FigureFile, style_context
 from analysis.grouping import COMPARED_FINAL, comparison_points, context_columns
+from analysis.probes import RERUN, ProbeData, load_probes
 from analysis.reference import reference_table
 from analysis.render import Table, to_markdown, write_table
 from analysis.stats import CONFIDENCE, summarize
 from analysis.tables_code import code_table, constant_bit_warnings
 from analysis.tables_compare import comparison_table, compute
 from analysis.tables_eval import eval_table
+from analysis.tables_probes import probe_tables
 from analysis.tables_tuned import tuned_grid_table
 from analysis.tables_variance import variance_table
 
@@ -122,6 +125,7 @@ class Built:
     warnings: list[str] = field(default_factory=list)
     compared: object = None              # the study the comparisons and curves use (tuned: best arms)
     tuned_grid: object = None
+    probes: ProbeData | None = None      # representation probes of the included jobs (analysis.probes)
 
 
 def comparison_decimals(study, finals: list[str]) -> dict[str, int]:
@@ -164,6 +168,9 @@ def build_tables(study, options: ReportOptions) -> Built:
         built.warnings = constant_bit_warnings(study)
         made["params"] = tables.params_table(study)
         built.notes += tables.table_notes(built.compared, options.baseline)
+        built.probes = load_probes(study)
+        built.notes += built.probes.notes
+        made.update(probe_tables(study, built.probes))
     if options.reference:
         made["reference"] = reference_table()
     made["excluded_jobs"] = tables.excluded_table(study)
@@ -181,6 +188,8 @@ def build_figures(study, built: Built, fig_dir: Path, options: ReportOptions) ->
                 *figures_summary.sweep_figures(study, fig_dir)]
         if built.tuned_grid is not None:
             made.append(figures_tuned.tuned_lr_figure(study, built.tuned_grid, fig_dir))
+        if built.probes is not None:
+            made += probe_figures(study, built.probes, fig_dir)
     return [f for f in made if f is not None]
 
 
@@ -218,6 +227,62 @@ TITLES = {"main_results": "Main results", "eval_results": "Downstream evaluation
           "matrix_seed_variance": "Matrix vs seed variance", "code_properties": "Code properties",
           "params": "Parameter accounting",
           "reference": "Published reference numbers (published, not produced here)"}
+PROBE_TITLES = {"probes_identity": "Token identity per layer", "probes_geometry": "Geometry per layer",
+                "probes_cka": "Cross-model similarity per layer"}
+PROBE_FIGURES = ("probe_layers", "probe_cka", "probe_training")
+
+
+def _count(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else "?"
+
+
+def _sample_line(sample: dict, runs: list[str], several: bool) -> str:
+    seq = f" of {sample['seq_len']} tokens" if sample.get("seq_len") else ""
+    coverage = sample.get("class_coverage")
+    text = (f"{_count(sample.get('rows'))} held-out positions ({sample.get('windows', '?')} windows{seq} from the "
+            f"start of the validation split, positions from {sample.get('first_position', '?')} on); the probes are "
+            f"fitted on the first {sample.get('train_windows', '?')} windows ({_count(sample.get('train_rows'))} rows) "
+            f"and tested on the rest. Identity probes predict the {sample.get('classes', '?')} most frequent token "
+            "types" + (f", which cover {coverage:.1%} of the positions (the others are left out of them)"
+                       if isinstance(coverage, (int, float)) else "")
+            + f"; type vectors for {sample.get('type_vectors', '?')} types")
+    return text + (f" (jobs: {len(runs)}, sample {str(sample.get('windows_sha'))[:12]})" if several else "") + "."
+
+
+def probe_section(built: Built, made: list[FigureFile]) -> list[str]:
+    """Method lines and tables of the representation probes; [] when no included job has fresh probes."""
+    probes = built.probes
+    if probes is None or (probes.empty and probes.pairs.empty):
+        return []
+    numbers = {fig.stem: i for i, fig in enumerate(made, start=1)}
+    figs = [f"Figure {numbers[s]} ({s})" for s in PROBE_FIGURES if s in numbers]
+    samples = probes.samples()
+    settings = next(iter(probes.records.values()), {}).get("settings") or {}
+    lines = ["## Representation probes", "",
+             "- **What.** `python -m fixedcode_study.probe` reads every layer's hidden states (input = what block 1 "
+             "receives, blockN = residual stream after block N, final_norm = what the head reads) and measures "
+             "token identity and code bits with linear probes"
+             + (f" ({settings['method']})" if settings.get("method") else "")
+             + ", effective rank and anisotropy, type vectors (context-averaged state per token type) against the "
+             "learned input table, and linear CKA between models; definitions and references in "
+             "`fixedcode_study/probing/__init__.py`.",
+             "- **Tokens.** " + " ".join(_sample_line(s, runs, len(samples) > 1) for s, runs in samples),
+             "- **Baselines.** Each probe is read against the same probe on the job's initial model (same seed and "
+             "input, before training: random features) and against the majority class of the test rows; cross-input "
+             "CKA is read against two seeds of one input.",
+             f"- **Freshness.** Probes of {len(probes.records)} included job(s) are used"
+             + (f", and cross-model pairs from {', '.join(f'`{f}`' for f in probes.cross_files)}"
+                if probes.cross_files else "")
+             + ". A job's probes.json counts only when its job fingerprint and finish time equal the job's "
+             "results.json (it measured the weights the other tables come from), a pair only when both jobs count; "
+             f"anything else is listed under caveats ({RERUN} to refresh).",
+             ""]
+    if figs:
+        lines += ["Figures: " + ", ".join(figs) + ".", ""]
+    for name, title in PROBE_TITLES.items():
+        if name in built.tables:
+            lines += [f"### {title}", *_section(title, built.tables[name])[1:]]
+    return lines
 
 
 def report_markdown(study, built: Built, made: list[FigureFile], options: ReportOptions) -> str:
@@ -235,6 +300,7 @@ def report_markdown(study, built: Built, made: list[FigureFile], options: Report
     for name, title in TITLES.items():
         if name in built.tables:
             lines += _section(title, built.tables[name])
+    lines += probe_section(built, made)
     lines += ["## Figures", ""]
     if not made:
         lines += ["No figures: no included job has per-step metrics or final values to plot.", ""]
@@ -250,9 +316,9 @@ def report_markdown(study, built: Built, made: list[FigureFile], options: Report
 
 
 OUR_TABLES = ("main_results", "eval_results", "comparisons", "tuned_lr", "matrix_seed_variance", "code_properties",
-              "params", "reference", "excluded_jobs", "jobs", "diff_vs_learned")
+              "params", "reference", "excluded_jobs", "jobs", "diff_vs_learned", *PROBE_TITLES)
 OUR_FIGURES = ("val_ppl_vs_tokens", "train_loss", "eval_metrics", "final_vs_code_width", "final_vs_scale",
-               "final_vs_model_params", "gap_vs_tokens", "gap_vs_model_size", "tuned_lr")
+               "final_vs_model_params", "gap_vs_tokens", "gap_vs_model_size", "tuned_lr", *PROBE_FIGURES)
 
 
 def remove_stale_outputs(out_dir: Path) -> None:
