@@ -179,7 +179,7 @@ def load_probes(study) -> ProbeData:
                          f"{RERUN} checkpoint={run}")
             continue
         records[run] = record
-        for order, entry in enumerate(record.get("checkpoints") or []):
+        for order, entry in enumerate(record.get("models") or []):
             rows.extend(entry_rows(run, order, entry))
     values = pd.DataFrame(rows, columns=VALUE_COLUMNS)
     values = _drop_stale_references(values, records, dirs, notes)
@@ -195,12 +195,12 @@ def _drop_stale_references(values: pd.DataFrame, records: dict[str, dict], dirs:
     measured different final weights) compare with a table that no longer exists: left out."""
     final_sha = {}
     for run, record in records.items():
-        entries = [e for e in record.get("checkpoints") or [] if e.get("label") == FINAL]
+        entries = [e for e in record.get("models") or [] if e.get("label") == FINAL]
         if entries:
             final_sha[Path(str(run)).resolve()] = entries[-1].get("weights_sha")
     stale = set()
     for run, record in records.items():
-        for entry in record.get("checkpoints") or []:
+        for entry in record.get("models") or []:
             about = ((entry.get("type_vectors") or {}).get("vs_reference") or {}).get("reference") or {}
             checkpoint = about.get("checkpoint")
             if not checkpoint:

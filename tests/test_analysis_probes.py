@@ -144,7 +144,7 @@ def write_probes(job: Path, results: dict, subject: dict, snapshots: list[int] =
     checkpoints += [entry(name, seed, f"step-{s:07d}", s, job.parent, poison) for s in snapshots]
     checkpoints.append(entry(name, seed, "final", 200, job.parent, poison))
     record = {"schema": 1, "subject": subject, "settings": SETTINGS, "sample": SAMPLE,
-              "code": {"probing_sha": "p" * 64, "torch": "2.5.0"}, "seconds": 1.0, "checkpoints": checkpoints}
+              "code": {"probing_sha": "p" * 64, "torch": "2.5.0"}, "seconds": 1.0, "models": checkpoints}
     (job / "probes.json").write_text(json.dumps(record))
     return record
 

@@ -49,17 +49,17 @@ def job(study: Path, input_name: str, seed: int) -> dict:
 
 
 def entry(record: dict, label: str) -> dict:
-    return next(e for e in record["checkpoints"] if e["label"] == label)
+    return next(e for e in record["models"] if e["label"] == label)
 
 
 def test_every_job_gets_init_snapshots_and_final_over_every_layer(probed_study):
     record = job(probed_study, "binary16", 1)
-    labels = [e["label"] for e in record["checkpoints"]]
+    labels = [e["label"] for e in record["models"]]
     assert labels == ["init", "step-0000004", "final"]
-    steps = [e["step"] for e in record["checkpoints"]]
-    assert steps == [0, 4, 8] and record["checkpoints"][-1]["tokens_seen"] == 8192
+    steps = [e["step"] for e in record["models"]]
+    assert steps == [0, 4, 8] and record["models"][-1]["tokens_seen"] == 8192
     layers = ["input", "block1", "block2", "final_norm"]  # test_micro: 2 blocks
-    assert all(e["layers"] == layers for e in record["checkpoints"])
+    assert all(e["layers"] == layers for e in record["models"])
     assert set(entry(record, "final")["identity"]) == {"offset0", "offset1", "offset2"}
     results = json.loads((job_dir(probed_study, "binary16", 1) / "results.json").read_text())
     assert record["subject"]["job_fingerprint"] == results["fingerprint"]["sha"]

@@ -195,7 +195,7 @@ def probe_subject(subject: ProbeSubject, sample: Sample, settings: Mapping[str, 
         "sample": sample_summary(sample),
         "code": {"probing_sha": code_sha(), **versions()},
         "seconds": round(time.perf_counter() - started, 2),
-        "checkpoints": entries,
+        "models": entries,
     }
     atomic.write_json(subject.out_path, record)
     final = entries[-1]

@@ -27,7 +27,7 @@ from ..data import layout
 from ..errors import ConfigError
 from ..model import Decoder
 from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, load_checkpoint
-from ..record.jobdir import WEIGHTS_FILE, JobDir
+from ..record.jobdir import RESULTS_FILE, WEIGHTS_FILE, JobDir
 
 SNAPSHOT_PATTERN = re.compile(r"step-(\d+)\.ckpt$")
 
@@ -98,7 +98,7 @@ def _subject_of_job(job: JobDir) -> ProbeSubject:
     record = job.read_results()
     final = job.final_checkpoint
     if not (final / WEIGHTS_FILE).exists():
-        status = (record or {}).get("status", "no results.json")
+        status = (record or {}).get("status", "no record")
         raise ConfigError("checkpoint", f"{job.path} has no final checkpoint (status: {status})",
                           "probe completed jobs only (re-run the job first)")
     config = json.loads((final / CHECKPOINT_CONFIG_FILE).read_text())
@@ -118,9 +118,9 @@ def find_subjects(path: str | Path) -> list[ProbeSubject]:
             return [_subject_of_job(job)]
         config = json.loads((path / CHECKPOINT_CONFIG_FILE).read_text())
         return [ProbeSubject(path.name, path, None, config, None)]
-    if (path / "results.json").exists():
+    if JobDir(path).results.exists():
         return [_subject_of_job(JobDir(path))]
-    jobs = sorted(p.parent for p in path.rglob("results.json"))
+    jobs = sorted(p.parent for p in path.rglob(RESULTS_FILE))
     jobs = [j for j in jobs if (JobDir(j).final_checkpoint / WEIGHTS_FILE).exists()]
     if not jobs:
         raise ConfigError("checkpoint", f"{path} holds no job with a final checkpoint",
