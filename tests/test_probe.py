@@ -18,11 +18,6 @@ STUDY = [*TINY, "train.tokens=8192", "input=learned,binary16", "seed=1,2", "chec
 PROBE = ["probe.tokens=2048", "probe.classes=64", "probe.type_vectors=64", "probe.type_min_count=2"]
 
 
-def probe_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fixedcode_study.probe", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def probed_study(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("probe")
@@ -30,7 +25,8 @@ def probed_study(tmp_path_factory) -> Path:
                          cwd=root, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     study = root / "multirun" / "probe_study"
-    done = probe_cli(f"checkpoint={study}", *PROBE, cwd=root)
+    done = subprocess.run([sys.executable, "-m", "fixedcode_study.probe", f"checkpoint={study}", *PROBE],
+                          cwd=root, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return study
 
@@ -108,10 +104,14 @@ def test_cross_model_cka_has_known_answers(probed_study):
         assert m.shape == (4, 4) and np.all((m > -1e-9) & (m < 1 + 1e-9))
 
 
-def test_probe_settings_errors_are_one_line(probed_study):
-    bad = probe_cli(f"checkpoint={probed_study}", "probe.train_fraction=1.0", cwd=probed_study)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "probe.train_fraction" in bad.stderr
-    missing = probe_cli(f"checkpoint={probed_study / 'nope'}", cwd=probed_study)
-    assert missing.returncode == 2 and missing.stderr.startswith("error: checkpoint")
-    wrong = probe_cli(f"checkpoint={probed_study}", "optim.lr=1", cwd=probed_study)
-    assert wrong.returncode == 2 and "optim.lr" in wrong.stderr
+def test_probe_settings_errors_are_one_line(probed_study, capsys):
+    from fixedcode_study.probe import main
+
+    for args, field in [([f"checkpoint={probed_study}", "probe.train_fraction=1.0"], "probe.train_fraction"),
+                        ([f"checkpoint={probed_study / 'nope'}"], "checkpoint"),
+                        ([f"checkpoint={probed_study}", "optim.lr=1"], "optim.lr"),
+                        ([], "checkpoint")]:
+        with pytest.raises(SystemExit) as exit_:
+            main(args)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith(f"error: {field}"), (args, err)
