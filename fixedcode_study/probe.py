@@ -73,20 +73,20 @@ def run(path: str, settings: dict[str, Any], say=print) -> list[dict[str, Any]]:
         say(f"[probe] {len(group)} job(s) on {len(sample.ids):,} held-out tokens of {root.name} "
             f"(the {len(sample.classes)} probed classes cover {sample_summary(sample)['class_coverage']:.0%} of them)")
         tables: dict[Any, Any] = {}
-        finals = {}
+        finals, final_types = {}, {}
         for subject in group:
             ref_subject = explicit or reference_for(subject, group)
             key = str(ref_subject.final_dir) if ref_subject else None
             if key not in tables:
                 tables[key] = reference_table(ref_subject, sample)
-            record, states = probe_subject(subject, sample, settings, tables[key], say=say)
+            record, states, types = probe_subject(subject, sample, settings, tables[key], say=say)
             records.append(record)
             if settings["cross"] and len(group) > 1:
-                finals[subject.name] = states
+                finals[subject.name], final_types[subject.name] = states, types
         if finals:  # one file per corpus: models are only compared on the same tokens
             name = CROSS_FILE if len(by_corpus) == 1 else CROSS_FILE.replace(".json", f"-{corpus}.json")
             out = Path(path).expanduser().resolve() / name
-            atomic.write_json(out, cross_record(group, finals, sample, settings))
+            atomic.write_json(out, cross_record(group, finals, final_types, sample, settings))
             say(f"[probe] cross-model similarity of {len(group)} jobs -> {out}")
     return records
 

@@ -166,8 +166,10 @@ def code_sha() -> str:
 
 def probe_subject(subject: ProbeSubject, sample: Sample, settings: Mapping[str, Any],
                   reference: tuple[np.ndarray, Mapping[str, Any]] | None,
-                  say: Callable[[str], None] = print) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Probe one job's models (init, snapshots, final); returns its probes.json and the final model's states."""
+                  say: Callable[[str], None] = print
+                  ) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Probe one job's models (init, snapshots, final); returns its probes.json and the final
+    model's states and type vectors per layer (for cross_record)."""
     started = time.perf_counter()
     loaders: list[Callable[[], ProbedModel]] = []
     if settings["init"] and subject.seed is not None:
@@ -175,7 +177,7 @@ def probe_subject(subject: ProbeSubject, sample: Sample, settings: Mapping[str, 
     if settings["snapshots"]:
         loaders += [lambda p=p: snapshot_model(subject, p) for p in subject.snapshots]
     loaders.append(lambda: final_model(subject))
-    entries, final_states = [], {}
+    entries, final_states, final_types = [], {}, {}
     for load in loaders:
         pm = load()
         states = collect_states(pm, sample, settings)
@@ -184,7 +186,7 @@ def probe_subject(subject: ProbeSubject, sample: Sample, settings: Mapping[str, 
             compare_with_reference(entry, type_vectors, reference[0], reference[1], int(settings["knn_k"]))
         entries.append(entry)
         if pm.label == "final":
-            final_states = states
+            final_states, final_types = states, type_vectors
             if settings["save_states"]:
                 with atomic.atomic_file(subject.out_path.with_suffix(".states.npz"), "wb") as f:
                     np.savez(f, ids=sample.ids, **{name: h.astype(np.float16) for name, h in states.items()})
@@ -203,7 +205,7 @@ def probe_subject(subject: ProbeSubject, sample: Sample, settings: Mapping[str, 
     say(f"[probe] {subject.name}: {len(entries)} model(s) in {record['seconds']:.1f}s"
         + (f"; token identity at {final['layers'][1]}: {acc[1]['accuracy']:.3f}" if acc and len(acc) > 1 else "")
         + f" -> {subject.out_path}")
-    return record, final_states
+    return record, final_states, final_types
 
 
 def sample_summary(sample: Sample) -> dict[str, Any]:
@@ -217,12 +219,12 @@ def sample_summary(sample: Sample) -> dict[str, Any]:
 
 
 def cross_record(subjects: Sequence[ProbeSubject], states: Mapping[str, Mapping[str, np.ndarray]],
-                 sample: Sample, settings: Mapping[str, Any]) -> dict[str, Any]:
+                 tv: Mapping[str, Mapping[str, np.ndarray]], sample: Sample,
+                 settings: Mapping[str, Any]) -> dict[str, Any]:
     """Every pair of final models: layer x layer linear CKA on the same tokens, and per layer the
-    similarity of their type vectors. Pairs of one input at different seeds are the noise floor."""
+    similarity of their type vectors (tv: per job, per layer, from measure_model). Pairs of one
+    input at different seeds are the noise floor."""
     k = int(settings["knn_k"])
-    tv = {s.name: {name: measures.type_vectors(h, sample.ids, sample.types)[0] for name, h in states[s.name].items()}
-          for s in subjects}
     centered = {s.name: measures.CenteredLayers(list(states[s.name].values())) for s in subjects}
     pairs = []
     for i, a in enumerate(subjects):
