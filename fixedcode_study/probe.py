@@ -26,6 +26,7 @@ from .errors import ConfigError
 from .evaluation.harness import find_prepared_root
 from .probing.run import (CROSS_FILE, cross_record, make_sample, probe_subject, reference_table,
                           sample_summary, windows_for)
+from .probing.linear import METHODS
 from .probing.states import ProbeSubject, find_subjects
 from .record import atomic
 
@@ -36,7 +37,10 @@ def probe_settings(overrides: list[str]) -> dict[str, Any]:
         raise ConfigError(bad[0].split("=")[0], "is not a probe setting", "pass checkpoint=PATH and probe.<key>=<value>")
     cfg = compose(["+probe=default", *(o.replace("probe=", "+probe=", 1) if o.startswith("probe=") else o
                                        for o in overrides if not o.startswith("probe=default"))])
-    return OmegaConf.to_container(cfg.probe, resolve=True)
+    settings = OmegaConf.to_container(cfg.probe, resolve=True)
+    if settings["method"] not in METHODS:  # checked before any model is loaded
+        raise ConfigError("probe.method", f"{settings['method']!r} is not a probe", f"use one of {', '.join(METHODS)}")
+    return settings
 
 
 def _settings(subject: ProbeSubject) -> dict[str, Any]:
@@ -64,7 +68,8 @@ def run(path: str, settings: dict[str, Any], say=print) -> list[dict[str, Any]]:
     explicit = find_subjects(settings["reference"])[0] if settings["reference"] else None
     records = []
     for corpus, group in by_corpus.items():
-        root = find_prepared_root(group[0].final_dir, group[0].config, settings["prepared_root"], None)
+        root = find_prepared_root(group[0].final_dir, group[0].config, settings["prepared_root"], None,
+                                  field="probe.prepared_root")
         try:
             sample = make_sample(windows_for(group, root, settings), settings)
         except ValueError as err:

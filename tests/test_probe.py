@@ -110,6 +110,8 @@ def test_probe_settings_errors_are_one_line(probed_study, capsys):
     for args, field in [([f"checkpoint={probed_study}", "probe.train_fraction=1.0"], "probe.train_fraction"),
                         ([f"checkpoint={probed_study / 'nope'}"], "checkpoint"),
                         ([f"checkpoint={probed_study}", "optim.lr=1"], "optim.lr"),
+                        ([f"checkpoint={probed_study}", "probe.method=svm"], "probe.method"),
+                        ([f"checkpoint={probed_study}", "probe.prepared_root=/nonexistent"], "probe.prepared_root"),
                         ([], "checkpoint")]:
         with pytest.raises(SystemExit) as exit_:
             main(args)

@@ -75,27 +75,28 @@ def file_sha256(path: Path) -> str:
 
 
 def find_prepared_root(checkpoint_dir: Path, ckpt_config: Mapping[str, Any], explicit: str | None,
-                       cache_dir: str | None) -> Path:
+                       cache_dir: str | None, field: str = "eval.prepared_root") -> Path:
     """The data cache holding the checkpoint's held-out documents (same corpus cache key).
 
     Looked up in the job's data cache folder (the checkpoint's `data_config`), then the given and
     default cache folders; rebuilt from `data_config` (deterministic) when no copy is found.
+    `field` is the setting named in errors (the probe command passes probe.prepared_root).
     """
     key = (ckpt_config.get("data") or {}).get("cache_key")
     if explicit:
         root = Path(explicit).expanduser().resolve()
         meta = read_meta(root)
         if meta is None:
-            raise ConfigError("eval.prepared_root", f"{root} holds no prepared data cache",
+            raise ConfigError(field, f"{root} holds no prepared data cache",
                               "point it at a prepared data cache folder")
         found = meta.get("cache_key")
         if key and found != key:
-            raise ConfigError("eval.prepared_root", f"cache {found} is not the checkpoint's corpus ({key})",
+            raise ConfigError(field, f"cache {found} is not the checkpoint's corpus ({key})",
                               "use the cache the checkpoint was trained on, so held-out documents are held out")
         return root
     if not key:
-        raise ConfigError("eval.prepared_root", f"{checkpoint_dir / CHECKPOINT_CONFIG_FILE} records no data cache key",
-                          "pass eval.prepared_root=<data cache folder>")
+        raise ConfigError(field, f"{checkpoint_dir / CHECKPOINT_CONFIG_FILE} records no data cache key",
+                          f"pass {field}=<data cache folder>")
     data_cfg = ckpt_config.get("data_config") or {}
     roots = [data_cfg.get("cache_dir"), cache_dir, os.environ.get("FIXEDCODE_CACHE"),
              "~/.cache/fixedcode_study"]
@@ -109,8 +110,8 @@ def find_prepared_root(checkpoint_dir: Path, ckpt_config: Mapping[str, Any], exp
         prepared = prepare(data_cfg)
         if prepared.meta.get("cache_key") == key:
             return prepared.root.resolve()
-    raise ConfigError("eval.prepared_root", f"no data cache with key {key} was found",
-                      "pass eval.prepared_root=<the data cache folder the checkpoint was trained on>")
+    raise ConfigError(field, f"no data cache with key {key} was found",
+                      f"pass {field}=<the data cache folder the checkpoint was trained on>")
 
 
 def _number(value: Any) -> float | None:
