@@ -44,6 +44,8 @@ class Study:
     label_props: dict[str, list[str]] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # outside models evaluated as references (analysis/external.py): label, metric, value, ...
+    externals: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def included_jobs(self) -> pd.DataFrame:
@@ -223,6 +225,7 @@ def results_to_frames(results: dict, run: str, job_dir: Path,
     if ev.get("tasks"):
         for key in ("limit", "num_fewshot", "dtype", "data_dir"):
             rec["_config_flat"][f"lm_eval_run.{key}"] = (ev.get("settings") or {}).get(key)
+        rec["_eval_settings"] = ev.get("settings") or {}  # compared with external references' settings
         rec["_config_flat"]["lm_eval_run.version"] = ev.get("lm_eval_version")
     frames = []
     last_step = np.nan
@@ -263,10 +266,13 @@ class Collected:
     frames: list[pd.DataFrame] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    externals: list[pd.DataFrame] = field(default_factory=list)
+    external_settings: dict[str, dict] = field(default_factory=dict)
 
     def __add__(self, other: Collected) -> Collected:
         return Collected(self.records + other.records, self.frames + other.frames,
-                         self.sources + other.sources, self.notes + other.notes)
+                         self.sources + other.sources, self.notes + other.notes, self.externals + other.externals,
+                         {**self.external_settings, **other.external_settings})
 
 
 def build_study(collected: Collected) -> Study:
@@ -275,7 +281,9 @@ def build_study(collected: Collected) -> Study:
     if not records:
         raise AnalysisError("no jobs found under " + ", ".join(collected.sources) + f" (looked for {RESULTS_FILE})")
     configs = {r["run"]: r.get("_config_flat", {}) for r in records}
-    jobs = pd.DataFrame.from_records([{k: v for k, v in r.items() if k != "_config_flat"} for r in records])
+    eval_settings = {r["run"]: r["_eval_settings"] for r in records if "_eval_settings" in r}
+    jobs = pd.DataFrame.from_records([{k: v for k, v in r.items() if k not in ("_config_flat", "_eval_settings")}
+                                      for r in records])
     for col in ("input", "model", "seed", "data", "code_width", "flops_per_token"):
         if col not in jobs:
             jobs[col] = np.nan
@@ -307,7 +315,15 @@ def build_study(collected: Collected) -> Study:
                                              if len(no_curves) > 5 else "")
         notes.append(f"{len(no_curves)} included job(s) have no per-step metrics, so they appear in tables but "
                      "not in curve figures: " + shown)
-    return Study(jobs=jobs, long=long, label_props=label_props, sources=collected.sources, notes=notes)
+    externals = pd.concat(collected.externals, ignore_index=True) if collected.externals else pd.DataFrame()
+    if collected.external_settings:
+        from analysis.external import setting_notes as external_notes
+
+        included_runs = set(jobs.loc[jobs["included"], "run"])
+        notes.extend(external_notes(collected.external_settings,
+                                    [s for run, s in eval_settings.items() if run in included_runs]))
+    return Study(jobs=jobs, long=long, label_props=label_props, sources=collected.sources, notes=notes,
+                 externals=externals)
 
 
 def add_tuned_columns(jobs: pd.DataFrame, configs: dict[str, dict]) -> pd.DataFrame:
@@ -391,6 +407,12 @@ def collect_run_dirs(roots: list[str | Path]) -> Collected:
         rec, job_frames = read_job(job_dir, collected.notes)
         collected.records.append(rec)
         collected.frames.extend(job_frames)
+    from analysis.external import read_externals  # it reads eval rows the way this module does
+
+    externals, settings = read_externals(roots, collected.notes)
+    if len(externals):
+        collected.externals.append(externals)
+        collected.external_settings.update(settings)
     for orphan in orphans:
         collected.records.append(unreadable_record(display_path(orphan), orphan, "no results.json (job never "
                                                    "finished writing it)") | {"status": "missing results.json"})

@@ -27,6 +27,7 @@ from analysis.figstyle import FigureFile, style_context
 from analysis.grouping import COMPARED_FINAL, comparison_points, context_columns
 from analysis.probes import RERUN, ProbeData, load_probes
 from analysis.reference import reference_table
+from analysis.samples import load_samples, samples_section
 from analysis.render import Table, to_markdown, write_table
 from analysis.stats import CONFIDENCE, summarize
 from analysis.tables_code import code_table, constant_bit_warnings
@@ -126,6 +127,7 @@ class Built:
     compared: object = None              # the study the comparisons and curves use (tuned: best arms)
     tuned_grid: object = None
     probes: ProbeData | None = None      # representation probes of the included jobs (analysis.probes)
+    samples: list = field(default_factory=list)  # fresh samples.json per variant (analysis.samples)
 
 
 def comparison_decimals(study, finals: list[str]) -> dict[str, int]:
@@ -171,6 +173,8 @@ def build_tables(study, options: ReportOptions) -> Built:
         built.probes = load_probes(study)
         built.notes += built.probes.notes
         made.update(probe_tables(study, built.probes))
+        built.samples, notes = load_samples(study)
+        built.notes += notes
     if options.reference:
         made["reference"] = reference_table()
     made["excluded_jobs"] = tables.excluded_table(study)
@@ -301,6 +305,7 @@ def report_markdown(study, built: Built, made: list[FigureFile], options: Report
         if name in built.tables:
             lines += _section(title, built.tables[name])
     lines += probe_section(built, made)
+    lines += samples_section(built.samples)
     lines += ["## Figures", ""]
     if not made:
         lines += ["No figures: no included job has per-step metrics or final values to plot.", ""]

@@ -1,16 +1,24 @@
-"""`python -m fixedcode_study.evaluate checkpoint=PATH eval=builtin|paper [eval.* overrides]`.
+"""`python -m fixedcode_study.evaluate checkpoint=PATH | hf=MODEL  eval=builtin|paper [eval.* overrides]`.
 
     python -m fixedcode_study.evaluate checkpoint=PATH eval=builtin
     python -m fixedcode_study.evaluate checkpoint=PATH eval=paper eval.data_dir=../shared/data/eval eval.limit=100
+    python -m fixedcode_study.evaluate hf=HuggingFaceTB/SmolLM2-135M eval=builtin study=outputs/multirun/main
+    python -m fixedcode_study.evaluate hf=exports/gf2-s1 eval=builtin
 
 `checkpoint=` is a checkpoint directory written by `run` (model.safetensors, config.json,
-tokenizer.json); every other argument is a Hydra override of the `eval` config group
-(conf/eval/{none,builtin,paper}.yaml). The work is evaluation/harness.py's.
+tokenizer.json); the record goes beside it. `hf=` is any Hugging Face causal LM, a local folder or a
+Hub name (offline: from the local cache), evaluated with lm-eval's own `hf` model; its record goes
+to <study>/external/<name>@<revision>/external.json (study= defaults to ${out_root}/multirun/main),
+where `python -m analysis <study>` shows it as a reference row. With hf=: `hf_revision=` pins a Hub
+revision, `trust_remote_code=true` allows a folder's own modeling code (our exports are trusted
+without it). Every other argument is a Hydra override of the `eval` config group
+(conf/eval/{none,builtin,paper}.yaml). The work is evaluation/harness.py's and hub/external.py's.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,18 +38,48 @@ def format_summary(record: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+OWN_KEYS = ("checkpoint", "hf", "hf_revision", "trust_remote_code", "study")
+
+
+def _take(args: list[str], key: str) -> str | None:
+    values = [a.split("=", 1)[1] for a in args if a.startswith(f"{key}=")]
+    if len(values) > 1:
+        raise ConfigError(key, "given twice", "pass it once")
+    return values[0] if values else None
+
+
+def default_study() -> str:
+    from .config import compose
+
+    return str(Path(compose([]).out_root) / "multirun" / "main")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(args):
         print(__doc__)
         return
     try:
-        checkpoints = [a.split("=", 1)[1] for a in args if a.startswith("checkpoint=")]
-        if len(checkpoints) != 1:
-            raise ConfigError("checkpoint", "missing" if not checkpoints else "given twice",
-                              f"pass checkpoint=<checkpoint directory>, e.g. {JobDir('outputs/runs/main/defaults').final_checkpoint}")
-        eval_cfg = compose_eval_config([a for a in args if not a.startswith("checkpoint=")])
-        record = evaluate_checkpoint(checkpoints[0], eval_cfg)
+        own = {key: _take(args, key) for key in OWN_KEYS}
+        if (own["checkpoint"] is None) == (own["hf"] is None):
+            raise ConfigError("checkpoint", "missing" if own["checkpoint"] is None else "given together with hf=",
+                              f"pass checkpoint=<checkpoint directory>, e.g. {JobDir('outputs/runs/main/defaults').final_checkpoint}, "
+                              "or hf=<Hugging Face folder or Hub name>")
+        hf_only = [k for k in ("hf_revision", "trust_remote_code", "study") if own[k] is not None]
+        if own["checkpoint"] is not None and hf_only:
+            raise ConfigError(hf_only[0], "applies to hf= models only", f"drop {hf_only[0]}= or use hf=")
+        if own["trust_remote_code"] not in (None, "true", "false"):
+            raise ConfigError("trust_remote_code", f"{own['trust_remote_code']!r} is not true or false",
+                              "pass trust_remote_code=true or false")
+        eval_cfg = compose_eval_config([a for a in args if a.split("=", 1)[0] not in OWN_KEYS])
+        if own["hf"] is not None:
+            from .hub.external import evaluate_external
+
+            record = evaluate_external(own["hf"], eval_cfg, own["study"] or default_study(), own["hf_revision"],
+                                       trust_remote_code=own["trust_remote_code"] == "true")
+            record["checkpoint"] = f"{record['external']['name']} @ {record['external']['revision']}"
+        else:
+            record = evaluate_checkpoint(own["checkpoint"], eval_cfg)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

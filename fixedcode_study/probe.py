@@ -3,12 +3,17 @@
     python -m fixedcode_study.probe checkpoint=outputs/multirun/main                # a whole study
     python -m fixedcode_study.probe checkpoint=outputs/multirun/main/input=gf2,seed=1  # one job
     python -m fixedcode_study.probe checkpoint=DIR/checkpoints/final probe.tokens=4096 probe.init=false
+    python -m fixedcode_study.probe hf=exports/gf2-s1 study=outputs/multirun/main   # an outside model
 
 PATH is a final checkpoint folder, a job directory or a study directory (every completed job below
 it). Each job gets probes.json beside its results.json (its init, its step-*.ckpt snapshots and its
 final model); a study also gets probes_cross.json (layer-by-layer CKA between every pair of final
 models). Settings: conf/probe/default.yaml; measures: fixedcode_study/probing/__init__.py.
 Then `python -m analysis PATH` renders them with the rest of the report.
+
+hf= probes a Hugging Face Llama-family folder or Hub name instead (hub/external.py: its final
+weights only, on the default corpus's held-out documents in its own tokenization); its probes.json
+goes to <study>/external/<name@revision>/ (study= defaults to ${out_root}/multirun/main).
 """
 
 from __future__ import annotations
@@ -60,8 +65,9 @@ def reference_for(subject: ProbeSubject, subjects: list[ProbeSubject]) -> ProbeS
     return min(candidates, key=distance) if candidates else None
 
 
-def run(path: str, settings: dict[str, Any], say=print) -> list[dict[str, Any]]:
-    subjects = find_subjects(path)
+def run(path: str, settings: dict[str, Any], say=print, subjects: list[ProbeSubject] | None = None
+        ) -> list[dict[str, Any]]:
+    subjects = subjects or find_subjects(path)
     by_corpus: dict[str, list[ProbeSubject]] = defaultdict(list)
     for s in subjects:  # one token sample per corpus, so cross-model numbers compare the same tokens
         by_corpus[(s.config.get("data") or {}).get("cache_key") or s.name].append(s)
@@ -103,12 +109,23 @@ def main(argv: list[str] | None = None) -> None:
         return
     started = time.perf_counter()
     try:
-        paths = [a.split("=", 1)[1] for a in args if a.startswith("checkpoint=")]
-        if len(paths) != 1:
-            raise ConfigError("checkpoint", "missing" if not paths else "given twice",
-                              "pass checkpoint=<a checkpoint folder, a job directory or a study directory>")
-        settings = probe_settings([a for a in args if not a.startswith("checkpoint=")])
-        records = run(paths[0], settings)
+        own = {k: [a.split("=", 1)[1] for a in args if a.startswith(f"{k}=")] for k in ("checkpoint", "hf", "study")}
+        if len(own["checkpoint"]) + len(own["hf"]) != 1:
+            raise ConfigError("checkpoint", "missing" if not own["checkpoint"] + own["hf"] else "given twice",
+                              "pass checkpoint=<a checkpoint folder, a job directory or a study directory> "
+                              "or hf=<a Hugging Face folder or Hub name>")
+        if own["study"] and not own["hf"]:
+            raise ConfigError("study", "applies to hf= models only", "drop study= or use hf=")
+        settings = probe_settings([a for a in args if a.split("=", 1)[0] not in own])
+        if own["hf"]:
+            from .evaluate import default_study
+            from .hub.external import external_subject
+
+            subject = external_subject(own["hf"][0], (own["study"] or [default_study()])[0])
+            settings.update(init=False, snapshots=False)  # an outside model has no init stream or snapshots here
+            records = run(str(subject.out_dir), settings, subjects=[subject])
+        else:
+            records = run(own["checkpoint"][0], settings)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

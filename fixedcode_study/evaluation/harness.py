@@ -152,14 +152,35 @@ def build_record(results: Mapping[str, Any], settings: Mapping[str, Any]) -> dic
     }
 
 
-def evaluate_checkpoint(checkpoint_dir: str | os.PathLike, eval_cfg: Mapping[str, Any] | DictConfig,
-                        prepared_root: str | os.PathLike | None = None, write: bool = True) -> dict[str, Any]:
-    """Run the eval config's tasks on a checkpoint; returns the record and (write=True) saves it as JSON."""
+def run_suite(lm: Any, settings: dict[str, Any], use_cache: str | None = None) -> dict[str, Any]:
+    """lm-eval's simple_evaluate of the suite's tasks on `lm` (any lm-eval model): the record's
+    task part (build_record). settings["prepared_root"] must be set when a built-in task is asked for."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
+    from .tasks import write_tasks
+
+    with tempfile.TemporaryDirectory(prefix="fixedcode-eval-tasks-") as task_dir:
+        folder = write_tasks(settings["tasks"], task_dir, data_dir=settings["data_dir"],
+                             prepared_root=settings["prepared_root"], builtin_settings=settings["builtin"])
+        manager = TaskManager(include_path=str(folder.include_path), include_defaults=folder.needs_official_index)
+        unknown = [t for t in settings["tasks"] if t not in manager.all_tasks]
+        if unknown:
+            raise ConfigError("eval.tasks", f"{unknown[0]} is not an lm-eval task",
+                              "use an lm-eval task name (lm_eval ls tasks) or a built-in task")
+        results = lm_eval.simple_evaluate(
+            model=lm, tasks=list(settings["tasks"]), task_manager=manager, num_fewshot=settings["num_fewshot"],
+            limit=settings["limit"], bootstrap_iters=int(settings["bootstrap_iters"]), use_cache=use_cache,
+            log_samples=False,
+        )
+    return build_record(results, settings)
+
+
+def evaluate_checkpoint(checkpoint_dir: str | os.PathLike, eval_cfg: Mapping[str, Any] | DictConfig,
+                        prepared_root: str | os.PathLike | None = None, write: bool = True) -> dict[str, Any]:
+    """Run the eval config's tasks on a checkpoint; returns the record and (write=True) saves it as JSON."""
     from .lm import FixedCodeLM
-    from .tasks import BUILTIN_TASKS, write_tasks
+    from .tasks import BUILTIN_TASKS
 
     t0 = time.time()
     settings = eval_settings(eval_cfg)
@@ -181,20 +202,7 @@ def evaluate_checkpoint(checkpoint_dir: str | os.PathLike, eval_cfg: Mapping[str
         cache.mkdir(parents=True, exist_ok=True)
         use_cache = str(cache / "responses")
 
-    with tempfile.TemporaryDirectory(prefix="fixedcode-eval-tasks-") as task_dir:
-        folder = write_tasks(settings["tasks"], task_dir, data_dir=settings["data_dir"],
-                             prepared_root=settings["prepared_root"], builtin_settings=settings["builtin"])
-        manager = TaskManager(include_path=str(folder.include_path), include_defaults=folder.needs_official_index)
-        unknown = [t for t in settings["tasks"] if t not in manager.all_tasks]
-        if unknown:
-            raise ConfigError("eval.tasks", f"{unknown[0]} is not an lm-eval task",
-                              "use an lm-eval task name (lm_eval ls tasks) or a built-in task")
-        results = lm_eval.simple_evaluate(
-            model=lm, tasks=list(settings["tasks"]), task_manager=manager, num_fewshot=settings["num_fewshot"],
-            limit=settings["limit"], bootstrap_iters=int(settings["bootstrap_iters"]), use_cache=use_cache,
-            log_samples=False,
-        )
-    record = build_record(results, settings)
+    record = run_suite(lm, settings, use_cache)
     record.update(checkpoint=str(checkpoint_dir), weights_sha256=weights_sha, device=str(lm.device),
                   seconds=round(time.time() - t0, 2), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if write:

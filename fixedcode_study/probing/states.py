@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -68,6 +68,9 @@ class ProbeSubject:
     config: dict[str, Any]          # the final checkpoint's config.json
     record: dict[str, Any] | None   # results.json (None outside a job)
     snapshots: list[Path] = field(default_factory=list)
+    # An outside model (hub/external.py): how its final weights load, and where its probes.json goes
+    loader: Callable[[], Decoder] | None = None
+    out_dir: Path | None = None
 
     @property
     def input_type(self) -> str:
@@ -91,7 +94,7 @@ class ProbeSubject:
     @property
     def out_path(self) -> Path:
         """probes.json: beside results.json for a job, inside the folder for a bare checkpoint."""
-        return (self.job.path if self.job else self.final_dir) / "probes.json"
+        return (self.out_dir or (self.job.path if self.job else self.final_dir)) / "probes.json"
 
 
 def _subject_of_job(job: JobDir) -> ProbeSubject:
@@ -129,9 +132,12 @@ def find_subjects(path: str | Path) -> list[ProbeSubject]:
 
 
 def final_model(subject: ProbeSubject) -> ProbedModel:
-    ckpt = load_checkpoint(subject.final_dir)
     record = subject.record or {}
     steps, tokens = record.get("steps"), record.get("tokens_seen")
+    if subject.loader is not None:
+        model = subject.loader()
+        return ProbedModel("final", steps, tokens, model, str(subject.final_dir), state_sha(model))
+    ckpt = load_checkpoint(subject.final_dir)
     return ProbedModel("final", steps, tokens, ckpt.model, str(subject.final_dir / WEIGHTS_FILE), state_sha(ckpt.model))
 
 

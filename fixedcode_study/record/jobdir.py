@@ -8,6 +8,10 @@ Every file name of a job is spelled here and nowhere else:
     <job>/config.yaml                 the resolved config
     <job>/gf2_matrix.json             the GF(2) recoding, when the input has one
     <job>/.lock                       held while a process works on the job
+    <job>/run.log                     the job's log: library output (Lightning, W&B, lm-eval, warnings,
+                                      subprocesses) and tracebacks, every attempt appended
+                                      (training/console.py; Hydra's job logging writes the same file)
+    <job>/samples.json                generated text from the final weights (python -m fixedcode_study.generate)
     <job>/checkpoints/last.ckpt       resume state (Lightning), written every checkpoint.every_steps
     <job>/checkpoints/step-XXXXXXX.ckpt  kept snapshots (checkpoint.keep_every_steps)
     <job>/checkpoints/final/          final weights (record/checkpoint.py)
@@ -48,6 +52,7 @@ METRICS_FILE = "metrics.csv"
 JOB_CONFIG_FILE = "config.yaml"
 GF2_MATRIX_FILE = "gf2_matrix.json"
 LOCK_FILE = ".lock"
+JOB_LOG_FILE = "run.log"  # = Hydra's ${hydra.job.name}.log for the `run` app
 CHECKPOINTS = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"
 FINAL_CHECKPOINT = "final"
@@ -56,6 +61,10 @@ WEIGHTS_FILE = "model.safetensors"  # inside a final checkpoint (record/checkpoi
 RUNNING, COMPLETED, FAILED, PREEMPTED = "running", "completed", "failed", "preempted"
 EVAL_FAILED = "eval_failed"
 WANDB_DIR = "wandb"
+# An outside model evaluated as a reference (hub/external.py): <study>/external/<name@revision>/external.json.
+# Not a job: analysis shows it as a marked reference row and never in a statistic.
+EXTERNAL_DIR, EXTERNAL_FILE = "external", "external.json"
+SAMPLES_FILE = "samples.json"
 
 
 class JobBusy(RuntimeError):
@@ -103,6 +112,14 @@ class JobDir:
     @property
     def wandb_dir(self) -> Path:
         return self.path / WANDB_DIR
+
+    @property
+    def samples(self) -> Path:
+        return self.path / SAMPLES_FILE
+
+    @property
+    def log_file(self) -> Path:
+        return self.path / JOB_LOG_FILE
 
     @property
     def config(self) -> Path:

@@ -1,0 +1,113 @@
+"""The model card (README.md) of an exported folder, filled from the job's record.
+
+Every number comes from results.json (the job's and, for the seed table, its sibling jobs' in the
+same study folder: same input, model and data, status completed); nothing is typed in by hand. A
+checkpoint exported without its job directory gets a card that says its record was not found.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+from ..record.checkpoint import Checkpoint
+from ..record.jobdir import COMPLETED, RESULTS_FILE, JobDir
+
+INPUT_PROPS_SHOWN = ("type", "code_width", "minimal_code_width", "values", "scale", "tile_factor", "injective",
+                     "nonconstant_bits", "hamming_min", "matrix_seed", "min_weight", "affine", "gf2_rank",
+                     "min_row_weight", "min_col_weight", "matrix_sha256", "permutation_seed", "extra", "code_seed")
+FINAL_SHOWN = ("val_loss", "val_ppl", "val_bpb")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    return str(value)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows)]
+
+
+def sibling_records(job: JobDir, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Completed jobs of the same study folder with this job's input, model and data (all seeds)."""
+    same = ("input", "model")
+    found = []
+    for path in sorted(job.path.parent.glob(f"*/{RESULTS_FILE}")):
+        try:
+            other = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if (other.get("status") == COMPLETED and all(other.get(k) == record.get(k) for k in same)
+                and (other.get("data") or {}).get("cache_key") == (record.get("data") or {}).get("cache_key")):
+            found.append(other)
+    return sorted(found, key=lambda r: (r.get("seed") is None, r.get("seed")))
+
+
+def _load_snippet(fixed: bool) -> list[str]:
+    remote = ", trust_remote_code=True" if fixed else ""
+    return ["```python", "from transformers import AutoModelForCausalLM, AutoTokenizer",
+            f"model = AutoModelForCausalLM.from_pretrained(FOLDER{remote})",
+            "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", "```"]
+
+
+def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | None, hf_config: Any) -> str:
+    inp = ckpt.config.get("input") or {}
+    props = ckpt.config.get("input_props") or {}
+    fixed = props.get("type") != "learned"
+    name = inp.get("name") or props.get("type")
+    lines = ["---", "library_name: transformers", "pipeline_tag: text-generation",
+             f"tags: [fixedcode-study, {name}]", "---", "",
+             f"# fixedcode-study: `{name}` input, seed {ckpt.config.get('seed')}", "",
+             ("A decoder whose input is a **fixed code of the token ID** (no trainable input table, no projection), "
+              "computed on the fly by `modeling_fixedcode.py` from `config.json`'s `input_code`; the output head is "
+              "a trainable, untied projection.") if fixed else
+             "The control: a decoder with a **learned input table**, as a plain `LlamaForCausalLM` (untied head).",
+             "", "Written by `python -m fixedcode_study.export` from the workbench checkpoint "
+             f"`{ckpt.path}`.", "", *_load_snippet(fixed), ""]
+    model = ckpt.config.get("model") or {}
+    lines += ["## Architecture", "", *_table(("setting", "value"), [
+        (k, model.get(k)) for k in ("name", "vocab_size", "n_layer", "d_model", "n_head", "n_kv_head", "d_ff",
+                                    "max_seq_len", "rope_theta") if k in model]), ""]
+    lines += ["## Input", "", *_table(("property", "value"), [(k, props[k]) for k in INPUT_PROPS_SHOWN
+                                                              if props.get(k) is not None]), ""]
+    if record is None:
+        lines += ["## Training record", "", "The job's results.json was not found beside this checkpoint, so the "
+                  "card carries no parameter accounting or metrics.", ""]
+        return "\n".join(lines)
+    params = record.get("params") or {}
+    lines += ["## Parameters", "", *_table(("group", "parameters"), [(k, v) for k, v in params.items()]), "",
+              f"`trainable` counts what the optimizer updates; `input_trainable` is {_fmt(params.get('input_trainable'))} "
+              "for a fixed code.", ""]
+    data = record.get("data") or {}
+    lines += ["## Data and training", "", *_table(("fact", "value"), [
+        ("corpus", data.get("name")), ("data cache key", data.get("cache_key")),
+        ("corpus train tokens", data.get("train_tokens")), ("tokens trained", record.get("tokens_seen")),
+        ("optimizer steps", record.get("steps")), ("status", record.get("status")),
+        ("training code sha", ((record.get("fingerprint") or {}).get("code_sha") or "")[:12]),
+        ("job fingerprint", ((record.get("fingerprint") or {}).get("sha") or "")[:16]),
+    ]), ""]
+    final = record.get("final") or {}
+    lines += ["## Results (held-out split of the corpus)", "",
+              *_table(("metric", "this model"), [(k, final.get(k)) for k in FINAL_SHOWN if k in final]), ""]
+    siblings = sibling_records(job, record) if job else []
+    if len(siblings) > 1:
+        rows = [(s.get("seed"), *((s.get("final") or {}).get(k) for k in FINAL_SHOWN)) for s in siblings]
+        lines += [f"Every completed seed of `{name}` in study `{record.get('sweep')}` (same model and data):", "",
+                  *_table(("seed", *FINAL_SHOWN), rows)]
+        cols = list(zip(*rows))[1:]
+        if all(all(isinstance(v, (int, float)) for v in c) for c in cols):
+            lines.append("| mean ± sd | " + " | ".join(f"{statistics.mean(c):.4g} ± {statistics.stdev(c):.2g}"
+                                                      for c in cols) + " |")
+        lines.append("")
+    tasks = ((record.get("eval") or {}).get("tasks")) or {}
+    if tasks:
+        rows = [(t, m, v) for t, ms in tasks.items() for m, v in ms.items() if not m.endswith("_stderr") and v is not None]
+        lines += ["## Downstream (lm-evaluation-harness)", "", *_table(("task", "metric", "value"), rows), ""]
+    return "\n".join(lines)

@@ -1,0 +1,220 @@
+"""A workbench checkpoint as a Hugging Face model folder.
+
+    export_checkpoint("outputs/multirun/main/input=gf2,seed=1/checkpoints/final", "exports/gf2-s1")
+
+The folder holds model.safetensors, config.json, generation_config.json, the tokenizer
+(tokenizer.json + tokenizer_config.json, end-of-text as bos/eos/pad) and a model card (README.md,
+card.py). The two kinds:
+- learned input (a V x d table): a plain `LlamaForCausalLM`, loadable without remote code;
+- every other input: `FixedCodeLlamaForCausalLM` from modeling_fixedcode.py, copied into the folder
+  and named in config.json's `auto_map`, so `trust_remote_code=True` loads it offline. Its weights
+  hold no (V, d) input tensor; the code is described in config.json (`input_code`).
+Checked, not assumed: before the folder is renamed into place, it is loaded back through
+transformers' Auto classes and its logits must equal the workbench model's (`verify`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..data.tokenizer import end_of_text_id
+from ..errors import ConfigError
+from ..inputs import FixedBinaryCode, FixedCode, GF2Code, LearnedEmbedding, LearnedLowDim, WideCode
+from ..model import Decoder
+from ..record.atomic import atomic_dir
+from ..record.checkpoint import Checkpoint, load_checkpoint
+from ..record.jobdir import JobDir
+from ..systems.hf import hf_llama_config, hf_state_dict
+from . import modeling_fixedcode
+from .card import model_card
+
+MODELING_FILE = Path(modeling_fixedcode.__file__).name  # modeling_fixedcode.py
+EXPORT_META = "fixedcode_export"  # config.json key: where the weights came from
+VERIFY_ATOL = 1e-5
+
+
+@dataclass
+class Exported:
+    path: Path
+    architecture: str           # LlamaForCausalLM | FixedCodeLlamaForCausalLM
+    input_tensors: dict[str, tuple[int, ...]]  # every model.embed_tokens.* tensor written, with its shape
+    max_abs_logit_diff: float | None
+
+
+def _rows(matrix: torch.Tensor) -> list[str]:
+    """(R, C) 0/1 tensor -> R strings of C '0'/'1' characters (modeling_fixedcode.py reads them)."""
+    return ["".join(str(int(v)) for v in row) for row in matrix.to(torch.int64).tolist()]
+
+
+def input_code_spec(inp: Any) -> tuple[dict[str, Any] | None, dict[str, torch.Tensor]]:
+    """(config.input_code, extra weights) of an input interface; (None, {}) for a learned table.
+
+    Everything the modeling file needs to compute exactly what `inp.forward` computes
+    (modeling_fixedcode.py's docstring defines the two kinds)."""
+    if isinstance(inp, LearnedEmbedding):
+        return None, {}
+    width = int(inp.code_width)
+    if isinstance(inp, LearnedLowDim):  # a trained V x K table, tiled: the table itself is the code
+        return ({"kind": "table", "code_width": width, "scale": 1.0, "source": inp.kind},
+                {"code_values": inp.table.weight.detach().float().cpu().contiguous()})
+    if not isinstance(inp, FixedCode):
+        raise ConfigError("checkpoint", f"input type {inp.kind!r} has no export", "export a learned or fixed-code model")
+    spec: dict[str, Any] = {"code_width": width, "values": getattr(inp, "values", "01"),
+                            "scale": float(inp.scale), "source": inp.kind}
+    buffers: dict[str, torch.Tensor] = {}
+    if isinstance(inp, WideCode) and inp.extra == "gf2":
+        spec.update(kind="bits", id_bits=inp.minimal_width, matrix=_rows(inp.code_matrix), shift=None)
+    elif isinstance(inp, GF2Code):
+        shift = _rows(inp.gf2_shift[None])[0] if inp.affine else None  # one string
+        spec.update(kind="bits", id_bits=width, matrix=_rows(inp.gf2_matrix), shift=shift)
+    elif isinstance(inp, FixedBinaryCode) and not isinstance(inp, WideCode):
+        spec.update(kind="bits", id_bits=width, matrix=None, shift=None)
+    else:  # Gaussian codes, random extra bits: the (V, K) values are the code
+        spec.update(kind="table")
+        spec.pop("values")
+        spec["scale"] = 1.0  # the table holds scaled values
+        buffers["code_values"] = inp.scaled_code(inp.all_ids()).detach().float().cpu().contiguous()
+    if getattr(inp, "id_permutation", None) is not None:
+        spec["permuted"] = True
+        buffers["id_permutation"] = inp.id_permutation.detach().cpu().to(torch.int64).contiguous()
+    return spec, buffers
+
+
+def hf_model(model: Decoder):
+    """The transformers model (fp32, eval) computing what `model` computes, input included."""
+    from transformers import LlamaForCausalLM
+
+    spec, buffers = input_code_spec(model.input)
+    base = hf_llama_config(model)
+    state = hf_state_dict(model)
+    if spec is None:
+        hf = LlamaForCausalLM(base)
+    else:
+        config = modeling_fixedcode.FixedCodeLlamaConfig(input_code=spec, **base.to_dict())
+        config.architectures = ["FixedCodeLlamaForCausalLM"]
+        hf = modeling_fixedcode.FixedCodeLlamaForCausalLM(config)
+        del state["model.embed_tokens.weight"]  # the materialised (V, d) table is exactly what is not exported
+        state.update({f"model.embed_tokens.{k}": v for k, v in buffers.items()})
+    hf.config.update({"bos_token_id": None, "eos_token_id": None, "pad_token_id": None})  # set by export
+    missing, unexpected = hf.load_state_dict(state, strict=False)
+    missing = [m for m in missing if "rotary_emb" not in m]
+    if missing or unexpected:
+        raise RuntimeError(f"export mapping mismatch: missing={missing[:3]} unexpected={unexpected[:3]}")
+    return hf.eval()
+
+
+def resolve_checkpoint(path: str | os.PathLike) -> Path:
+    """A final checkpoint folder, or a job directory (its checkpoints/final)."""
+    path = Path(path).expanduser()
+    job_final = JobDir(path).final_checkpoint
+    return job_final if job_final.is_dir() else path
+
+
+def write_tokenizer(ckpt: Checkpoint, out: Path) -> int:
+    """tokenizer.json + tokenizer_config.json for AutoTokenizer; returns the end-of-text id."""
+    from transformers import PreTrainedTokenizerFast
+
+    eot = end_of_text_id(ckpt.tokenizer, (ckpt.config.get("data") or {}).get("eot_token"), field="checkpoint")
+    token = ckpt.tokenizer.id_to_token(eot)
+    # bos = eos = pad = end-of-text: what the workbench conditions an empty context on, so lm-eval's
+    # HFLM (prefix token = bos) scores exactly as the workbench adapter does.
+    tok = PreTrainedTokenizerFast(tokenizer_object=ckpt.tokenizer, bos_token=token, eos_token=token,
+                                  pad_token=token, model_max_length=ckpt.model.config.max_seq_len)
+    tok.save_pretrained(str(out))
+    return eot
+
+
+def verify_export(folder: Path, model: Decoder, trust_remote_code: bool) -> float:
+    """Load the folder as a user would and compare logits with the workbench model: max |diff|."""
+    from transformers import AutoModelForCausalLM
+
+    loaded = AutoModelForCausalLM.from_pretrained(str(folder), trust_remote_code=trust_remote_code,
+                                                  dtype=torch.float32).eval()
+    c = model.config
+    T = min(c.max_seq_len, 32)
+    ids = torch.randint(0, c.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    ids[0, :2] = torch.tensor([0, c.vocab_size - 1])  # both ends of the vocabulary
+    device = model.head.weight.device
+    with torch.no_grad():
+        ours = model(ids.to(device)).float().cpu()
+        theirs = loaded(ids).logits.float()
+    diff = float((ours - theirs).abs().max())
+    if not isinstance(model.input, LearnedEmbedding):  # the code itself, every ID, bit for bit
+        with torch.no_grad():
+            for start in range(0, c.vocab_size, 4096):
+                chunk = torch.arange(start, min(start + 4096, c.vocab_size))[None]
+                if not torch.equal(model.input(chunk.to(device)).float().cpu(), loaded.model.embed_tokens(chunk)):
+                    raise RuntimeError(f"the exported input code differs from the workbench's for some ID in "
+                                       f"[{start}, {start + chunk.shape[1]}); nothing was written")
+    if not diff <= VERIFY_ATOL:
+        raise RuntimeError(f"the exported model's logits differ from the workbench model's by {diff:.3g} "
+                           f"(> {VERIFY_ATOL}); nothing was written")
+    return diff
+
+
+def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, verify: bool = True,
+                      overwrite: bool = False) -> Exported:
+    from transformers import GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Writing model shards" / "Loading weights" bars for a folder we check ourselves
+    checkpoint = resolve_checkpoint(checkpoint)
+    out = Path(out).expanduser()
+    if out.exists() and not overwrite:
+        raise ConfigError("out", f"{out} already exists", "pick a new folder or pass overwrite=true")
+    ckpt = load_checkpoint(checkpoint)
+    model = ckpt.model.float().eval()
+    hf = hf_model(model)
+    fixed = not isinstance(model.input, LearnedEmbedding)
+    job = JobDir.of_final_checkpoint(checkpoint)
+    record = job.read_results() if job else None
+    hf.config.update({EXPORT_META: {
+        "checkpoint": str(checkpoint.resolve()), "input": ckpt.config.get("input", {}).get("name"),
+        "input_type": model.input.kind, "seed": ckpt.config.get("seed"), "study": ckpt.config.get("sweep"),
+        "fingerprint": ckpt.config.get("fingerprint"),
+        "status": (record or {}).get("status"),
+        # what hub/imported.py rebuilds the workbench model from (the probes read our own modules)
+        "model_config": ckpt.config.get("model"), "input_config": ckpt.config.get("input"),
+    }})
+    with atomic_dir(out) as tmp:
+        eot = write_tokenizer(ckpt, tmp)
+        hf.config.update({"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot})
+        hf.generation_config = GenerationConfig(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot,
+                                                max_length=model.config.max_seq_len)
+        if fixed:
+            hf.config.auto_map = {"AutoConfig": f"{Path(MODELING_FILE).stem}.FixedCodeLlamaConfig",
+                                  "AutoModelForCausalLM": f"{Path(MODELING_FILE).stem}.FixedCodeLlamaForCausalLM"}
+        hf.save_pretrained(str(tmp))
+        if fixed:
+            shutil.copyfile(modeling_fixedcode.__file__, tmp / MODELING_FILE)
+        (tmp / "README.md").write_text(model_card(ckpt, record, job, hf.config))
+        diff = verify_export(tmp, model, trust_remote_code=fixed) if verify else None
+        written = _input_tensors(tmp)
+    return Exported(out, hf.config.architectures[0], written, diff)
+
+
+def _input_tensors(folder: Path) -> dict[str, tuple[int, ...]]:
+    from safetensors import safe_open
+
+    shapes = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as st:
+            for key in st.keys():
+                if key.startswith("model.embed_tokens."):
+                    shapes[key] = tuple(st.get_slice(key).get_shape())
+    return shapes
+
+
+def read_export_meta(folder: Path) -> dict[str, Any]:
+    """config.json's `fixedcode_export` entry of an exported folder ({} for any other HF folder)."""
+    from transformers.utils import CONFIG_NAME
+
+    path = Path(folder) / CONFIG_NAME
+    return (json.loads(path.read_text()).get(EXPORT_META) or {}) if path.is_file() else {}

@@ -1,0 +1,120 @@
+"""A Hugging Face Llama-family folder as a workbench Decoder (the inverse of systems/hf.py's mapping).
+
+Used where a tool needs our own modules rather than transformers' (the probes read hidden states
+through hooks on Decoder's blocks). Two kinds of folders load:
+- a folder our export wrote (config.json `fixedcode_export` holds the workbench model and input
+  configs): rebuilt with build_model exactly as trained, fixed code included;
+- any plain LlamaForCausalLM (e.g. SmolLM2): a learned-input Decoder with its table, q/k/v and
+  gate/up fused the workbench way; a tied head becomes an untied copy (the same function).
+Anything the Decoder cannot compute exactly (biases, rope scaling, another activation) is refused
+by name rather than approximated.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..build import build_model
+from ..errors import ConfigError
+from ..model import Decoder
+from .export import EXPORT_META
+
+
+def _refuse(field: str, what: str) -> ConfigError:
+    return ConfigError("hf", f"{field}={what} has no exact equivalent in the workbench decoder",
+                       "use a Llama-architecture model without biases or rope scaling")
+
+
+def workbench_configs(hf_config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(model config, input config) for build_model, from an HF config.json dict."""
+    meta = hf_config.get(EXPORT_META) or {}
+    if meta.get("model_config") and meta.get("input_config"):
+        return dict(meta["model_config"]), dict(meta["input_config"])
+    if hf_config.get("model_type") != "llama":
+        raise ConfigError("hf", f"model_type {hf_config.get('model_type')!r} is not llama",
+                          "use a Llama-architecture model (LlamaForCausalLM)")
+    for key in ("attention_bias", "mlp_bias"):
+        if hf_config.get(key):
+            raise _refuse(key, "true")
+    if hf_config.get("hidden_act", "silu") != "silu":
+        raise _refuse("hidden_act", hf_config.get("hidden_act"))
+    rope = hf_config.get("rope_scaling") or hf_config.get("rope_parameters") or {}
+    if rope.get("rope_type", rope.get("type", "default")) not in ("default", None):
+        raise _refuse("rope_scaling", rope.get("rope_type", rope.get("type")))
+    theta = hf_config.get("rope_theta", rope.get("rope_theta", 10_000.0))
+    d, heads = int(hf_config["hidden_size"]), int(hf_config["num_attention_heads"])
+    if hf_config.get("head_dim") not in (None, d // heads):
+        raise _refuse("head_dim", hf_config.get("head_dim"))
+    model_cfg = {"name": hf_config.get("_name_or_path") or "hf", "vocab_size": int(hf_config["vocab_size"]),
+                 "n_layer": int(hf_config["num_hidden_layers"]), "n_head": heads,
+                 "n_kv_head": int(hf_config.get("num_key_value_heads") or heads), "d_model": d,
+                 "d_ff": int(hf_config["intermediate_size"]),
+                 "max_seq_len": int(hf_config.get("max_position_embeddings") or 2048),
+                 "rope_theta": float(theta), "norm_eps": float(hf_config.get("rms_norm_eps", 1e-5)),
+                 "init_std": float(hf_config.get("initializer_range", 0.02))}
+    return model_cfg, {"name": "learned", "type": "learned"}
+
+
+def _state_from_hf(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, torch.Tensor]:
+    """HF parameter names -> ours; q/k/v and gate/up concatenated into the fused projections."""
+    state = {"norm.weight": hf_state["model.norm.weight"],
+             "head.weight": hf_state.get("lm_head.weight", hf_state.get("model.embed_tokens.weight"))}
+    if "model.embed_tokens.weight" in hf_state and "input.table.weight" in model.state_dict():
+        state["input.table.weight"] = hf_state["model.embed_tokens.weight"]
+    if "model.embed_tokens.id_permutation" in hf_state:  # an exported permuted binary code
+        state["input.id_permutation"] = hf_state["model.embed_tokens.id_permutation"]
+    if "model.embed_tokens.code_values" in hf_state:  # an exported table code (export.input_code_spec)
+        values = hf_state["model.embed_tokens.code_values"]
+        if "input.table.weight" in model.state_dict():  # learned_lowdim: the trained V x K table itself
+            state["input.table.weight"] = values
+        elif not torch.equal(model.input.scaled_code(model.input.all_ids()).float(), values):
+            raise ConfigError("hf", "the folder's code table differs from the one its input config rebuilds",
+                              "re-export the checkpoint with this version of the workbench")
+    for i in range(model.config.n_layer):
+        p = f"model.layers.{i}."
+        state.update({
+            f"blocks.{i}.attn_norm.weight": hf_state[p + "input_layernorm.weight"],
+            f"blocks.{i}.attn.qkv.weight": torch.cat([hf_state[p + f"self_attn.{x}_proj.weight"] for x in "qkv"]),
+            f"blocks.{i}.attn.proj.weight": hf_state[p + "self_attn.o_proj.weight"],
+            f"blocks.{i}.mlp_norm.weight": hf_state[p + "post_attention_layernorm.weight"],
+            f"blocks.{i}.mlp.gate_up.weight": torch.cat([hf_state[p + "mlp.gate_proj.weight"],
+                                                         hf_state[p + "mlp.up_proj.weight"]]),
+            f"blocks.{i}.mlp.down.weight": hf_state[p + "mlp.down_proj.weight"],
+        })
+    return state
+
+
+def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise ConfigError("hf", f"{folder} holds no .safetensors weights", "save the model with save_pretrained()")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    return {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+
+
+def decoder_from_hf(folder: str | Path) -> tuple[Decoder, dict[str, Any], dict[str, Any]]:
+    """(Decoder in eval mode, fp32; its model config; its input config) from a local HF folder."""
+    from transformers.utils import CONFIG_NAME
+
+    folder = Path(folder)
+    hf_config = json.loads((folder / CONFIG_NAME).read_text())
+    model_cfg, input_cfg = workbench_configs(hf_config)
+    model = build_model(model_cfg, input_cfg)
+    state = _state_from_hf(_read_weights(folder), model)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # Buffers are rebuilt from the configs (rope tables; a fixed code's matrices and tables from their
+    # seeds, which export checked against the exported code); every parameter must come from the folder.
+    parameters = dict(model.named_parameters())
+    missing = [k for k in missing if k in parameters]
+    if missing or unexpected:
+        raise ConfigError("hf", f"{folder} does not map onto the workbench decoder (missing {missing[:3]}, "
+                          f"unexpected {unexpected[:3]})", "use a Llama-architecture model")
+    return model.eval(), model_cfg, input_cfg
