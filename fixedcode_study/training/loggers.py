@@ -8,6 +8,18 @@ checkpoint's step are dropped first (resume.trim_metrics), so each (step, metric
 W&B (`WandbMirror`) copies metrics.csv and results.json; it is never ahead of them. It runs
 offline automatically when there is no API key or no route to the server; offline runs can be
 uploaded later with `wandb sync <job_dir>/wandb/offline-run-*`.
+
+What a run defines (`define_metrics`), so every study's W&B workspace (analysis/dashboard.py) can
+put all runs on one axis:
+- curves (`train/*`, `val/*`, including `val/loss_select`, `val/loss_report`, `val/loss@<source>`)
+  are plotted against `tokens`, training tokens seen: the same quantity at any batch size, device
+  count or resume, which steps are not;
+- their summary is W&B's default, the last logged value as a plain number: the last validation, the
+  number runs tables and `analysis --wandb` read. A `min` or `max` mode would turn each summary value
+  into a `{"min": ...}` dict and quietly pick the best point on validation data;
+- `final/*`, `params/*`, `eval/<task>/<metric>`, `status`, `tokens_seen` and `results` are summary
+  only (`sync_record`), never history, so they have no step metric: they are the run's final numbers;
+- `trainer/global_step` (= W&B's own step) stays in the history for readers but is hidden in the UI.
 """
 
 from __future__ import annotations
@@ -20,7 +32,7 @@ import subprocess
 import sys
 from argparse import Namespace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 from urllib.parse import urlparse
 
 from lightning.pytorch.loggers import Logger
@@ -113,6 +125,24 @@ def read_wandb_log(wandb_dir: Path, run_id: str) -> tuple[list[dict[str, Any]], 
     """
     rows: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}
+    for record in wandb_records(wandb_dir, run_id):
+        if record.get("type") == "history":
+            rows.append(record["history"]["item"])
+        elif record.get("type") == "summary":
+            summary.update((record["summary"].get("update") or {}))
+            for key in record["summary"].get("remove") or []:
+                summary.pop(key, None)
+    return rows, summary
+
+
+def read_wandb_metric_definitions(wandb_dir: Path, run_id: str) -> dict[str, dict[str, Any]]:
+    """The run's `define_metric` records by metric name or glob (the last one wins), as logged."""
+    return {(m := record["metric"]).get("name") or m.get("glob_name"): m
+            for record in wandb_records(wandb_dir, run_id) if record.get("type") == "metric"}
+
+
+def wandb_records(wandb_dir: Path, run_id: str) -> Iterator[dict[str, Any]]:
+    """Every record of the run's transaction logs (`wandb leet inspect --json`), attempt by attempt."""
     for f in wandb_logs(wandb_dir, run_id):
         done = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(f)],
                               capture_output=True, text=True, timeout=120)
@@ -120,16 +150,23 @@ def read_wandb_log(wandb_dir: Path, run_id: str) -> tuple[list[dict[str, Any]], 
             raise RuntimeError(f"could not read back W&B log {f}: {done.stderr.strip()[:200]}")
         for line in done.stdout.splitlines():
             try:
-                record = json.loads(line)
+                yield json.loads(line)
             except json.JSONDecodeError:
                 continue  # a torn last record from a killed attempt
-            if record.get("type") == "history":
-                rows.append(record["history"]["item"])
-            elif record.get("type") == "summary":
-                summary.update((record["summary"].get("update") or {}))
-                for key in record["summary"].get("remove") or []:
-                    summary.pop(key, None)
-    return rows, summary
+
+
+STEP_METRIC = "tokens"
+CURVES = ("train/*", "val/*")
+HIDDEN = ("trainer/global_step",)
+
+
+def define_metrics(run: Any) -> None:
+    """Curves against training tokens with W&B's plain last-value summary; see the module docstring."""
+    run.define_metric(STEP_METRIC)
+    for glob in CURVES:
+        run.define_metric(glob, step_metric=STEP_METRIC)
+    for name in HIDDEN:
+        run.define_metric(name, hidden=True)
 
 
 class WandbMirror:
@@ -161,9 +198,7 @@ class WandbMirror:
             job_type=job_type, tags=tags, dir=str(job.path), mode=resolve_wandb_mode(str(cfg.get("mode", "auto"))),
             config=config, id=run_id, resume="allow", reinit="finish_previous",
         )
-        self.run.define_metric("tokens")
-        for prefix in ("train/*", "val/*"):
-            self.run.define_metric(prefix, step_metric="tokens")
+        define_metrics(self.run)
 
     @staticmethod
     def has_history(job: JobDir, run_id: str) -> bool:
