@@ -1,10 +1,12 @@
-"""`key=value` command lines for the small commands (export, generate): each key is declared with
-its default, a value is converted to the default's type, and anything else is a one-line error
-naming the key (errors.ConfigError)."""
+"""The small commands' command lines (export, generate, evaluate, probe, describe): `run_command`
+(help, and a bad setting as one line with exit 2), and `parse` for `key=value` arguments: each key is
+declared with its default, a value is converted to the default's type, and anything else is a
+one-line error naming the key (errors.ConfigError)."""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, Callable
 
 from .errors import ConfigError
 
@@ -44,3 +46,17 @@ def parse(args: list[str], declared: dict[str, Any], usage: str) -> dict[str, An
                 raise ConfigError(key, "missing", usage)
             values[key] = default
     return values
+
+
+def run_command(argv: list[str] | None, doc: str | None, body: Callable[[list[str]], None]) -> None:
+    """The small commands' shared frame: -h/--help prints the module docstring; a ConfigError
+    (a bad setting) prints its one line and exits 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(args):
+        print(doc)
+        return
+    try:
+        body(args)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -17,11 +17,11 @@ without it). Every other argument is a Hydra override of the `eval` config group
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
+from . import cliargs
 from .errors import ConfigError
 from .evaluation.harness import compose_eval_config, evaluate_checkpoint
 from .record.jobdir import JobDir
@@ -54,37 +54,33 @@ def default_study() -> str:
     return str(Path(compose([]).out_root) / "multirun" / "main")
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(args):
-        print(__doc__)
-        return
-    try:
-        own = {key: _take(args, key) for key in OWN_KEYS}
-        if (own["checkpoint"] is None) == (own["hf"] is None):
-            raise ConfigError("checkpoint", "missing" if own["checkpoint"] is None else "given together with hf=",
-                              f"pass checkpoint=<checkpoint directory>, e.g. {JobDir('outputs/runs/main/defaults').final_checkpoint}, "
-                              "or hf=<Hugging Face folder or Hub name>")
-        hf_only = [k for k in ("hf_revision", "trust_remote_code", "study") if own[k] is not None]
-        if own["checkpoint"] is not None and hf_only:
-            raise ConfigError(hf_only[0], "applies to hf= models only", f"drop {hf_only[0]}= or use hf=")
-        if own["trust_remote_code"] not in (None, "true", "false"):
-            raise ConfigError("trust_remote_code", f"{own['trust_remote_code']!r} is not true or false",
-                              "pass trust_remote_code=true or false")
-        eval_cfg = compose_eval_config([a for a in args if a.split("=", 1)[0] not in OWN_KEYS])
-        if own["hf"] is not None:
-            from .hub.external import evaluate_external
+def evaluate(args: list[str]) -> None:
+    own = {key: _take(args, key) for key in OWN_KEYS}
+    if (own["checkpoint"] is None) == (own["hf"] is None):
+        raise ConfigError("checkpoint", "missing" if own["checkpoint"] is None else "given together with hf=",
+                          f"pass checkpoint=<checkpoint directory>, e.g. {JobDir('outputs/runs/main/defaults').final_checkpoint}, "
+                          "or hf=<Hugging Face folder or Hub name>")
+    hf_only = [k for k in ("hf_revision", "trust_remote_code", "study") if own[k] is not None]
+    if own["checkpoint"] is not None and hf_only:
+        raise ConfigError(hf_only[0], "applies to hf= models only", f"drop {hf_only[0]}= or use hf=")
+    if own["trust_remote_code"] not in (None, "true", "false"):
+        raise ConfigError("trust_remote_code", f"{own['trust_remote_code']!r} is not true or false",
+                          "pass trust_remote_code=true or false")
+    eval_cfg = compose_eval_config([a for a in args if a.split("=", 1)[0] not in OWN_KEYS])
+    if own["hf"] is not None:
+        from .hub.external import evaluate_external
 
-            record = evaluate_external(own["hf"], eval_cfg, own["study"] or default_study(), own["hf_revision"],
-                                       trust_remote_code=own["trust_remote_code"] == "true")
-            record["checkpoint"] = f"{record['external']['name']} @ {record['external']['revision']}"
-        else:
-            record = evaluate_checkpoint(own["checkpoint"], eval_cfg)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        record = evaluate_external(own["hf"], eval_cfg, own["study"] or default_study(), own["hf_revision"],
+                                   trust_remote_code=own["trust_remote_code"] == "true")
+        record["checkpoint"] = f"{record['external']['name']} @ {record['external']['revision']}"
+    else:
+        record = evaluate_checkpoint(own["checkpoint"], eval_cfg)
     print(format_summary(record))
     print(f"[eval] wrote {record['output']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    cliargs.run_command(argv, __doc__, evaluate)
 
 
 if __name__ == "__main__":

@@ -12,32 +12,24 @@ workbench model (verify=false skips that). The work is hub/export.py's.
 
 from __future__ import annotations
 
-import sys
-
 from . import cliargs
-from .errors import ConfigError
 from .hub.export import export_checkpoint
 
 USAGE = "usage: checkpoint=<checkpoint or job folder> out=<new folder> [overwrite=false] [verify=true]"
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(args):
-        print(__doc__)
-        return
-    try:
-        opts = cliargs.parse(args, {"checkpoint": cliargs.REQUIRED, "out": cliargs.REQUIRED,
-                                    "overwrite": False, "verify": True}, USAGE)
-        exported = export_checkpoint(opts["checkpoint"], opts["out"], verify=opts["verify"],
-                                     overwrite=opts["overwrite"])
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+def export(args: list[str]) -> None:
+    opts = cliargs.parse(args, {"checkpoint": cliargs.REQUIRED, "out": cliargs.REQUIRED,
+                                "overwrite": False, "verify": True}, USAGE)
+    exported = export_checkpoint(opts["checkpoint"], opts["out"], verify=opts["verify"], overwrite=opts["overwrite"])
     inputs = ", ".join(f"{k} {v}" for k, v in exported.input_tensors.items()) or "none (computed from the ID)"
     checked = ("not checked (verify=false)" if exported.max_abs_logit_diff is None
                else f"logits equal the workbench model's (max |diff| {exported.max_abs_logit_diff:.1e})")
     print(f"[export] {exported.architecture} -> {exported.path}\n  input tensors: {inputs}\n  {checked}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    cliargs.run_command(argv, __doc__, export)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,10 @@ out=FILE also writes a bare checkpoint's samples as JSON. The work is hub/genera
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from dataclasses import asdict, fields
 
 from . import cliargs
-from .errors import ConfigError
 from .hub.export import resolve_checkpoint
 from .hub.generation import SampleSettings, jobs_below, record_samples, sample
 from .record import atomic
@@ -29,37 +27,32 @@ USAGE = ("usage: checkpoint=<checkpoint or job folder> prompt=<text> [n=3] [max_
          "[top_k=50] [seed=0] [out=<file.json>]")
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(args):
-        print(__doc__)
-        return
-    defaults = asdict(SampleSettings())
-    try:
-        opts = cliargs.parse(args, {"checkpoint": cliargs.REQUIRED, "prompt": cliargs.REQUIRED, "out": "",
-                                    **defaults}, USAGE)
-        settings = SampleSettings(**{f.name: opts[f.name] for f in fields(SampleSettings)})
-        settings.check()
-        jobs = jobs_below(opts["checkpoint"]) if Path(opts["checkpoint"]).expanduser().is_dir() else []
-        folders = [j.final_checkpoint for j in jobs] or [resolve_checkpoint(opts["checkpoint"])]
-        for folder in folders:
-            ckpt = load_checkpoint(folder)
-            result = sample(ckpt, opts["prompt"], settings)
-            result["checkpoint"] = str(ckpt.path)
-            print(f"=== {ckpt.path}")
-            for i, text in enumerate(result["samples"], 1):
-                print(f"--- sample {i} (seed {settings.seed}, temperature {settings.temperature}, top_k {settings.top_k})")
-                print(opts["prompt"] + text)
-            job = JobDir.of_final_checkpoint(ckpt.path)
-            if job is not None and job.results.exists():
-                record_samples(job, result)
-                print(f"[generate] -> {job.samples}")
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+def generate(args: list[str]) -> None:
+    opts = cliargs.parse(args, {"checkpoint": cliargs.REQUIRED, "prompt": cliargs.REQUIRED, "out": "",
+                                **asdict(SampleSettings())}, USAGE)
+    settings = SampleSettings(**{f.name: opts[f.name] for f in fields(SampleSettings)})
+    settings.check()
+    jobs = jobs_below(opts["checkpoint"]) if Path(opts["checkpoint"]).expanduser().is_dir() else []
+    folders = [j.final_checkpoint for j in jobs] or [resolve_checkpoint(opts["checkpoint"])]
+    for folder in folders:
+        ckpt = load_checkpoint(folder)
+        result = sample(ckpt, opts["prompt"], settings)
+        result["checkpoint"] = str(ckpt.path)
+        print(f"=== {ckpt.path}")
+        for i, text in enumerate(result["samples"], 1):
+            print(f"--- sample {i} (seed {settings.seed}, temperature {settings.temperature}, top_k {settings.top_k})")
+            print(opts["prompt"] + text)
+        job = JobDir.of_final_checkpoint(ckpt.path)
+        if job is not None and job.results.exists():
+            record_samples(job, result)
+            print(f"[generate] -> {job.samples}")
     if opts["out"]:
         atomic.write_json(opts["out"], result)
         print(f"[generate] wrote {opts['out']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    cliargs.run_command(argv, __doc__, generate)
 
 
 if __name__ == "__main__":
