@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 
 import torch
 from helpers.distributed import (
@@ -59,3 +61,31 @@ def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path):
     res = results(job)
     assert res["status"] == "preempted" and "SIGTERM" in res["error"]
     assert "re-run to resume" in log
+
+
+POOL_UNDER_JOB_HANDLERS = """
+import multiprocessing as mp, signal, sys
+from fixedcode_study.training.resume import PreemptionGuard, ResumableCheckpoint
+
+def square(x):
+    return x * x
+
+loop = ResumableCheckpoint.__new__(ResumableCheckpoint)  # only its signal handling is exercised
+loop.signals, loop._preempt_signum = [signal.SIGTERM], None
+with PreemptionGuard() as guard:
+    for handler in (guard._raise, loop._on_signal):  # outside and inside the training loop
+        loop._pid = guard._pid
+        signal.signal(signal.SIGTERM, handler)
+        for _ in range(4):  # Pool.__exit__ SIGTERMs its workers, as lm-eval's bootstrap pool does
+            with mp.get_context("fork").Pool(2) as pool:
+                assert pool.map(square, range(64)) == [x * x for x in range(64)]
+print("pools finished")
+"""
+
+
+def test_a_forked_worker_ends_on_sigterm_instead_of_running_the_jobs_handler():
+    # lm-eval's bootstrap stderr forks a Pool inside the job; Pool.terminate() stops workers with
+    # SIGTERM. A worker that ran the job's flag-only handler kept waiting, and the job hung in join().
+    done = subprocess.run([sys.executable, "-c", POOL_UNDER_JOB_HANDLERS], capture_output=True, text=True,
+                          timeout=120)  # on timeout subprocess.run SIGKILLs it: SIGTERM would be absorbed
+    assert done.returncode == 0 and "pools finished" in done.stdout, done.stderr[-2000:]

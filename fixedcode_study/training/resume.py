@@ -64,6 +64,19 @@ class Preempted(SystemExit):
         return f"preempted by {name} at step {self.step}; checkpoint saved, re-run to resume"
 
 
+def in_forked_child(owner_pid: int, signum: int) -> bool:
+    """A process forked from the job (lm-eval's bootstrap Pool, a fork-started DataLoader worker)
+    inherits the job's Python signal handlers. There a preemption signal must do what it would do
+    without us: end the process. (multiprocessing.Pool.terminate() stops its workers with SIGTERM;
+    a worker that raised Preempted or only set a flag instead could hang the job in join().)
+    Returns True after restoring the default action and re-sending the signal to this process."""
+    if os.getpid() == owner_pid:
+        return False
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    return True
+
+
 class PreemptionGuard:
     """Turns the preemption signals into `Preempted` for the whole life of a job.
 
@@ -78,11 +91,13 @@ class PreemptionGuard:
         self.prior: dict[int, Any] = {}
         self._installed = False
         self.fired = False
+        self._pid = os.getpid()
 
     def __enter__(self) -> "PreemptionGuard":
         import threading
 
         if threading.current_thread() is threading.main_thread():  # signals can only be set there
+            self._pid = os.getpid()
             self.prior = {s: signal.getsignal(s) for s in self.signals}
             for s in self.signals:
                 signal.signal(s, self._raise)
@@ -98,6 +113,8 @@ class PreemptionGuard:
     def _raise(self, signum: int, frame: Any) -> None:
         # Once: a second signal (a scheduler's own plus the one a sweep launcher forwards) must not
         # interrupt the writing of the `preempted` record the first one started.
+        if in_forked_child(self._pid, signum):
+            return
         if self.fired:
             return
         self.fired = True
@@ -203,6 +220,7 @@ class ResumableCheckpoint(L.Callback):
         self.last_saved_step = -1
         self.resume_history: list[int] = []  # steps this run was resumed from, oldest first
         self._preempt_signum: int | None = None
+        self._pid = os.getpid()
         self._pending_rng: dict[str, Any] | None = None  # restored at the first step, after setup's draws
         self._rng_for_save: list[dict[str, Any]] | None = None
 
@@ -212,10 +230,13 @@ class ResumableCheckpoint(L.Callback):
         import threading
 
         if threading.current_thread() is threading.main_thread():
+            self._pid = os.getpid()
             for s in self.signals:
                 signal.signal(s, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        if in_forked_child(self._pid, signum):
+            return
         self._preempt_signum = signum
 
     @property
