@@ -8,6 +8,12 @@ sweep (-m) a failing job is recorded as failed and the sweep goes on; at the end
 every job's outcome and the process exits 1 when any job failed or is `eval_failed`. A bad
 setting stops with one line naming the field (exit 2). A preempted job (SIGTERM/USR1/USR2 at any
 phase) records `preempted` and exits 143 at once, so a scheduler can requeue the same command.
+
+The terminal shows one progress bar and one result line per job (plus Hydra's job header in a
+sweep); what the libraries print (Lightning, W&B, lm-eval, warnings, subprocesses) and the
+traceback of a failed job go to the job's log, <job>/run.log (training/console.py). `-v` (or
+`--verbose`, or FIXEDCODE_VERBOSE=1) keeps all of it on the terminal:
+`python -m fixedcode_study.run -v -m input=learned,binary16`.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from omegaconf import DictConfig
 
 from .config import CONFIG_DIR
 from .errors import ConfigError
-from .record.jobdir import JobBusy
+from .record.jobdir import JobBusy, JobDir
+from .training.console import job_console, take_verbose_flag
+from .training.console import say as tell
 from .training.job import JobOutcome, run_job
 from .training.resume import Preempted
 
@@ -32,9 +40,9 @@ FAILED: list[tuple[str, str]] = []
 SKIPPED: list[str] = []
 
 
-def say(message: str, err: bool = False) -> None:
+def say(message: str, err: bool = False, log: bool = True) -> None:
     if rank_zero_only.rank == 0:  # ranks > 0 of a distributed job run this too; one voice is enough
-        print(message, file=sys.stderr if err else sys.stdout, flush=True)
+        tell(message, err=err, log=log)  # the terminal, also while a job's library output goes to its log
 
 
 def _report(job_dir: Path, outcome: JobOutcome) -> float | None:
@@ -42,11 +50,12 @@ def _report(job_dir: Path, outcome: JobOutcome) -> float | None:
     final = record.get("final") or {}
     if outcome.action == "skipped":
         SKIPPED.append(str(job_dir))
-        say(f"[run] {job_dir} already completed; skipping (force=true retrains it)")
+        say(f"[run] {job_dir} already completed; skipping (force=true retrains it)", log=False)  # untouched
     elif not outcome.ok:
         FAILED.append((str(job_dir), f"{record['status']}: {(record.get('eval') or {}).get('error') or record.get('error')}"))
         say(f"[run] job {job_dir.name} {record['status']}: the trained weights are kept; re-running retries "
-            f"the evaluation ({(record.get('eval') or {}).get('error')})", err=True)
+            f"the evaluation ({(record.get('eval') or {}).get('error')}; details in {JobDir(job_dir).log_file})",
+            err=True)
     else:
         COMPLETED.append(str(job_dir))
         resumed = f", resumed from step {record['resumed_from_step']}" if record.get("resumed_from_step") else ""
@@ -61,8 +70,11 @@ def main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
+    log = JobDir(job_dir).log_file
     try:
-        outcome = run_job(cfg, job_dir, list(hc.overrides.task))
+        with job_console(log):
+            outcome = run_job(cfg, job_dir, list(hc.overrides.task))
+            return _report(job_dir, outcome)  # inside: the result line goes to the log as well
     except JobBusy as busy:
         FAILED.append((str(job_dir), str(busy)))
         say(f"[run] job {job_dir.name}: {busy}", err=True)
@@ -82,13 +94,14 @@ def main(cfg: DictConfig) -> float | None:
     except Exception as err:
         if not multirun:
             raise
-        FAILED.append((str(job_dir), f"{type(err).__name__}: {err}".splitlines()[0]))
-        say(f"[run] job {job_dir.name} failed: {type(err).__name__}: {err}", err=True)
+        why = " ".join(f"{type(err).__name__}: {err}".split())  # one line, however the library wraps it
+        FAILED.append((str(job_dir), why))
+        say(f"[run] job {job_dir.name} failed: {why} (traceback in {log})", err=True)
         return None
-    return _report(job_dir, outcome)
 
 
 def cli() -> None:
+    sys.argv[1:] = take_verbose_flag(sys.argv[1:])  # -v is ours, not Hydra's: FIXEDCODE_VERBOSE=1
     main()
     if SKIPPED:
         say(f"[run] {len(SKIPPED)} job(s) were already complete and skipped")

@@ -18,6 +18,10 @@ command (printed before it runs, so any grid can be re-run by hand), validates e
 launching any (compose + shapes-only build, so a bad combination stops the study in seconds, not
 after the first hour), counts jobs with Hydra's own BasicSweeper expansion, and prints the cost.
 
+`-v` / `--verbose` keeps every job's library output (Lightning, W&B, lm-eval) on the terminal;
+without it each job shows one progress bar and one result line, the rest going to <job>/run.log
+(training/console.py).
+
 Extra overrides replace a grid key of the same name (`seed=1`, `model=test_micro`) or are added
 to every job (`train.tokens=65536 logger=csv`). Jobs that already completed are skipped by the
 run app itself, so an interrupted study is resumed by re-running the same command.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -44,6 +49,8 @@ from .accounting import flops_per_token, parameter_groups
 from .build import build_model
 from .config import SWEEPS_DIR, compose, override_key
 from .errors import ConfigError
+from .record.jobdir import JOB_LOG_FILE
+from .training.console import VERBOSE_ENV
 from .training.plan import plan_batch
 from .training.resume import PREEMPT_EXIT_CODE
 
@@ -199,13 +206,16 @@ def cost_summary(facts: list[dict[str, Any]], peak_tflops: float = GPU_PEAK_TFLO
     }
 
 
-def describe_plan(study: Study, scale: str, jobs: list[Job], facts: list[dict[str, Any]], args) -> str:
+def describe_plan(study: Study, scale: str, jobs: list[Job], facts: list[dict[str, Any]], args,
+                  per_job: bool = True) -> str:
+    """The study, its commands, each job's size (per_job; a launch prints each command as it
+    starts instead) and the total cost."""
     cost = cost_summary(facts, args.peak_tflops, args.mfu, args.cpu_gflops)
     lines = [f"study {study.name} (scale {scale}): {len(jobs)} jobs -> {jobs[0].job_dir.parent}",
              f"  {study.description.splitlines()[0]}"]
-    for grid in launch_overrides(study, scale, args.overrides):
+    for grid in launch_overrides(study, scale, args.overrides) if per_job else []:
         lines.append("  $ python -m fixedcode_study.run -m " + " ".join(grid))
-    for f in facts:
+    for f in facts if per_job else []:
         lines.append(f"    {f['job']:<60} {f['model']:<14} trainable={f['trainable']:>14,} "
                      f"tokens={f['tokens']:.3g} flops={f['flops']:.3g}")
     gpu = (f"{cost['gpu_hours']:.3g} GPU-hours at {args.mfu:.0%} MFU of {args.peak_tflops:g} TFLOP/s "
@@ -270,10 +280,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale", default="cpu", choices=SCALES, help="cpu = config defaults; paper = the study's paper scale")
     parser.add_argument("--dry-run", action="store_true", help="validate and list the jobs and their cost; train nothing")
     parser.add_argument("--list", action="store_true", help="list the studies")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help=f"keep library output (Lightning, W&B, lm-eval) on the terminal, not in each job's "
+                             f"{JOB_LOG_FILE}")
     parser.add_argument("--mfu", type=float, default=GPU_MFU)
     parser.add_argument("--peak-tflops", type=float, default=GPU_PEAK_TFLOPS)
     parser.add_argument("--cpu-gflops", type=float, default=CPU_GFLOPS)
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # flags may follow the overrides, or sit between them
+    if args.verbose:
+        os.environ[VERBOSE_ENV] = "1"  # inherited by every grid's `run -m` process
     if args.list or not args.study:
         for name in available_studies():
             s = load_study(name)
@@ -286,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    print(describe_plan(study, args.scale, jobs, facts, args), flush=True)
+    print(describe_plan(study, args.scale, jobs, facts, args, per_job=args.dry_run), flush=True)
     if args.dry_run:
         return
     failed = run_study(study, args.scale, args.overrides)

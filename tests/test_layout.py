@@ -113,7 +113,7 @@ def _code_strings(path: Path) -> list[tuple[int, str]]:
 # Every file name of a job directory is spelled by record/jobdir.py alone, a checkpoint folder's by
 # record/checkpoint.py, a prepared data folder's by data/layout.py: nothing else can drift from them.
 JOB_FILES = ("results.json", "metrics.csv", "config.yaml", "gf2_matrix.json", ".lock", "last.ckpt",
-             "model.safetensors", "checkpoints", "metrics.unfinished")
+             "model.safetensors", "checkpoints", "metrics.unfinished", "run.log", "samples.json", "external.json")
 CHECKPOINT_FILES = ("config.json", "tokenizer.json")
 DATA_FILES = ("train.bin", "val.bin", "token_bytes.npy", "meta.json", "val_docs.jsonl", "manifest.json", "plan.json")
 OWNERS = {"fixedcode_study.record.jobdir": JOB_FILES,
@@ -121,7 +121,9 @@ OWNERS = {"fixedcode_study.record.jobdir": JOB_FILES,
           "fixedcode_study.data.layout": (*DATA_FILES, "tokenizer.json")}
 # lm-eval's own task files and HF's tokenizer folders also say config.json / tokenizer.json.
 # (The benchmark also writes a scratch tokenizer file next to the checkpoints it measures.)
-ALSO_SPELLED_BY = {"config.json": {"fixedcode_study.systems.bench", "fixedcode_study.data.tokenizer"},
+# (An exported Hugging Face folder's model card names that folder's own config.json.)
+ALSO_SPELLED_BY = {"config.json": {"fixedcode_study.systems.bench", "fixedcode_study.data.tokenizer",
+                                   "fixedcode_study.hub.card"},
                    "tokenizer.json": {"fixedcode_study.data.tokenizer", "fixedcode_study.systems.bench"},
                    # conf/config.yaml, Hydra's root config, shares the job config's file name
                    "config.yaml": {"fixedcode_study.config"}}

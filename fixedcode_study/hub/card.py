@@ -78,8 +78,8 @@ def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | No
     lines += ["## Input", "", *_table(("property", "value"), [(k, props[k]) for k in INPUT_PROPS_SHOWN
                                                               if props.get(k) is not None]), ""]
     if record is None:
-        lines += ["## Training record", "", "The job's results.json was not found beside this checkpoint, so the "
-                  "card carries no parameter accounting or metrics.", ""]
+        lines += ["## Training record", "", f"The job's {RESULTS_FILE} was not found beside this checkpoint, so "
+                  "the card carries no parameter accounting or metrics.", ""]
         return "\n".join(lines)
     params = record.get("params") or {}
     lines += ["## Parameters", "", *_table(("group", "parameters"), [(k, v) for k, v in params.items()]), "",

@@ -7,5 +7,6 @@
 - `task`: the LightningModule (loss, validation sums, AdamW + warmup/cosine).
 - `resume`: resumable Lightning checkpoints, bitwise continuation, preemption at any phase.
 - `loggers`: metrics.csv (long format) and its W&B mirror.
+- `console`: what the terminal shows while a job runs (one bar, one result line); library output to <job>/run.log.
 - `strategies`: strategies a Hydra yaml cannot spell (FSDP wrapped per decoder block).
 """

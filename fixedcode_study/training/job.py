@@ -54,6 +54,7 @@ from ..record.jobdir import (
     JobDir,
     versions,
 )
+from .console import JobProgressBar, attempt_header, say, terminal_stdout
 from .loggers import LongCSVLogger, WandbMirror
 from .plan import BatchPlan, plan_batch
 from .resume import (
@@ -127,7 +128,8 @@ class Recorder:
         try:
             getattr(self.mirror, method)(*args)
         except Exception as err:  # noqa: BLE001 - a preemption (SystemExit) still propagates
-            print(f"[wandb] {method} failed ({type(err).__name__}: {err}); the record on disk is unaffected".splitlines()[0])
+            why = f"{type(err).__name__}: {err}".splitlines()[0]
+            say(f"[wandb] {method} failed ({why}); the record on disk is unaffected")
 
     def open_mirror(self, cfg: DictConfig, config: dict[str, Any]) -> None:
         """The job's W&B run (id from the record), when the logger config asks for one."""
@@ -222,7 +224,7 @@ def evaluate_into(ckpt: Path, cfg: DictConfig, prepared_root: Path | None) -> di
     try:
         result = evaluate_checkpoint(ckpt, cfg.eval, prepared_root=prepared_root)
     except Exception as err:  # noqa: BLE001 - keep the trained model and its validation numbers
-        print(f"[eval] {cfg.eval.name} failed on {ckpt}: {type(err).__name__}: {err}".splitlines()[0])
+        say(f"[eval] {cfg.eval.name} failed on {ckpt}: {type(err).__name__}: {err}".splitlines()[0])
         return {"name": cfg.eval.name, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
     result["name"] = cfg.eval.name
     return result
@@ -277,11 +279,12 @@ def _finish_trained(cfg: DictConfig, job: JobDir, record: dict[str, Any]) -> Job
         return JobOutcome("skipped", record)  # evaluation and the record are rank 0's
     rec = Recorder(job, record, is_zero)
     rec.write(status=RUNNING, error=None)
+    attempt_header(f"job {job.name}: already trained; " + ("evaluating" if wanted else "finishing its record"))
     try:
         rec.open_mirror(cfg, record.get("config") or {})
         rec.sync_history()  # a stop between the final save and the end left curves unsent
         if wanted:
-            print(f"[run] {job.name} already trained; running eval={cfg.eval.name} on its final checkpoint")
+            say(f"[run] {job.name} already trained; running eval={cfg.eval.name} on its final checkpoint")
             rec.record["eval"] = evaluate_into(job.path / record["checkpoint"], cfg, prepared_root=None)
         elif not wants_eval(cfg) and "error" in (record.get("eval") or {}):
             rec.record.pop("eval")  # the failed evaluation is no longer asked for
@@ -317,6 +320,7 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
                                  and WandbMirror.has_history(job, old_id))
             job.start_attempt(record, previous, new_life=new_life)
         rec.write()  # the new record first: a stop from here on leaves it, never the old life's
+        attempt_header(f"job {job.name}: training, attempt {record.get('attempts', '?')}")
         if fresh and is_zero:  # force=true: nothing of an earlier life is kept as resume state or weights
             shutil.rmtree(job.checkpoints, ignore_errors=True)
         # 1. seed and batch plan (validated before the lock)
@@ -338,8 +342,9 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
                                   "fingerprint": current["sha"]})
             if ckpt_path is not None:
                 rec.sync_history(rec.record["resumed_from_step"])  # what the checkpoint covers, once
-        # 3. data
-        prepared = prepare(cfg.data)
+        # 3. data (its [data] lines, printed only while a corpus is prepared, are ours: on the terminal)
+        with terminal_stdout():
+            prepared = prepare(cfg.data)
         stored_key = ((previous or {}).get("data") or {}).get("cache_key")
         if ckpt_path is not None and stored_key and stored_key != prepared.meta["cache_key"]:
             raise ConfigError("data", f"the checkpoint was trained on data cache {stored_key}, this machine prepared "
@@ -422,9 +427,11 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
 
 def build_trainer(cfg: DictConfig, plan: BatchPlan, job_dir: Path, callbacks: list[Any]) -> L.Trainer:
     val_steps = validation_schedule(cfg.train, plan.max_steps)
+    # One bar per job (training/console.py) instead of Lightning's bar per epoch and per validation.
+    bar = [JobProgressBar()] if cfg.trainer.get("enable_progress_bar", True) else []
     trainer: L.Trainer = instantiate(
         cfg.trainer, max_steps=plan.max_steps, max_epochs=-1, logger=False,
-        callbacks=[*callbacks, ValidationSchedule(val_steps, plan.grad_accum)],
+        callbacks=[*callbacks, ValidationSchedule(val_steps, plan.grad_accum), *bar],
         default_root_dir=str(job_dir), check_val_every_n_epoch=None,
         # Validation runs at the scheduled optimizer steps (training/schedule.py): the callback
         # re-aims Lightning's micro-batch cadence at the next one; this is the first.
