@@ -113,3 +113,17 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data folder {SHARED_DATA} is absent")
     return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def no_shared_wandb_service():
+    """A test that runs W&B in this process (a WandbMirror, the analysis run) starts a W&B service and
+    publishes it in os.environ["WANDB_SERVICE"]; every later CLI subprocess would inherit it and run
+    its W&B run inside this process's service, which a test's SIGKILL of the job cannot reach (the
+    next attempt then finds its run id "in use"). Each test ends with that service shut down."""
+    yield
+    if os.environ.get("WANDB_SERVICE"):
+        import wandb
+
+        wandb.teardown()
+        os.environ.pop("WANDB_SERVICE", None)
