@@ -30,6 +30,18 @@ def _convert(key: str, text: str, default: Any) -> Any:
     return text
 
 
+def take(args: list[str], keys: tuple[str, ...]) -> dict[str, str | None]:
+    """The values of `keys` among `args` (None when absent), for commands whose other arguments are
+    Hydra overrides (evaluate, probe); a key given twice is an error."""
+    found: dict[str, str | None] = {}
+    for key in keys:
+        values = [a.split("=", 1)[1] for a in args if a.startswith(f"{key}=")]
+        if len(values) > 1:
+            raise ConfigError(key, "given twice", "pass it once")
+        found[key] = values[0] if values else None
+    return found
+
+
 def parse(args: list[str], declared: dict[str, Any], usage: str) -> dict[str, Any]:
     """`declared`: key -> default (REQUIRED for none). Returns every key's value."""
     values: dict[str, Any] = {}

@@ -17,7 +17,6 @@ without it). Every other argument is a Hydra override of the `eval` config group
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,21 +40,8 @@ def format_summary(record: Mapping[str, Any]) -> str:
 OWN_KEYS = ("checkpoint", "hf", "hf_revision", "trust_remote_code", "study")
 
 
-def _take(args: list[str], key: str) -> str | None:
-    values = [a.split("=", 1)[1] for a in args if a.startswith(f"{key}=")]
-    if len(values) > 1:
-        raise ConfigError(key, "given twice", "pass it once")
-    return values[0] if values else None
-
-
-def default_study() -> str:
-    from .config import compose
-
-    return str(Path(compose([]).out_root) / "multirun" / "main")
-
-
 def evaluate(args: list[str]) -> None:
-    own = {key: _take(args, key) for key in OWN_KEYS}
+    own = cliargs.take(args, OWN_KEYS)
     if (own["checkpoint"] is None) == (own["hf"] is None):
         raise ConfigError("checkpoint", "missing" if own["checkpoint"] is None else "given together with hf=",
                           f"pass checkpoint=<checkpoint directory>, e.g. {JobDir('outputs/runs/main/defaults').final_checkpoint}, "
@@ -68,7 +54,7 @@ def evaluate(args: list[str]) -> None:
                           "pass trust_remote_code=true or false")
     eval_cfg = compose_eval_config([a for a in args if a.split("=", 1)[0] not in OWN_KEYS])
     if own["hf"] is not None:
-        from .hub.external import evaluate_external
+        from .hub.external import default_study, evaluate_external
 
         record = evaluate_external(own["hf"], eval_cfg, own["study"] or default_study(), own["hf_revision"],
                                    trust_remote_code=own["trust_remote_code"] == "true")

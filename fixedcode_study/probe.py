@@ -26,6 +26,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from . import cliargs
 from .config import compose
 from .errors import ConfigError
 from .evaluation.harness import find_prepared_root
@@ -109,23 +110,22 @@ def main(argv: list[str] | None = None) -> None:
         return
     started = time.perf_counter()
     try:
-        own = {k: [a.split("=", 1)[1] for a in args if a.startswith(f"{k}=")] for k in ("checkpoint", "hf", "study")}
-        if len(own["checkpoint"]) + len(own["hf"]) != 1:
-            raise ConfigError("checkpoint", "missing" if not own["checkpoint"] + own["hf"] else "given twice",
+        own = cliargs.take(args, ("checkpoint", "hf", "study"))
+        if (own["checkpoint"] is None) == (own["hf"] is None):
+            raise ConfigError("checkpoint", "missing" if own["checkpoint"] is None else "given twice",
                               "pass checkpoint=<a checkpoint folder, a job directory or a study directory> "
                               "or hf=<a Hugging Face folder or Hub name>")
-        if own["study"] and not own["hf"]:
+        if own["study"] is not None and own["hf"] is None:
             raise ConfigError("study", "applies to hf= models only", "drop study= or use hf=")
         settings = probe_settings([a for a in args if a.split("=", 1)[0] not in own])
         if own["hf"]:
-            from .evaluate import default_study
-            from .hub.external import external_subject
+            from .hub.external import default_study, external_subject
 
-            subject = external_subject(own["hf"][0], (own["study"] or [default_study()])[0])
+            subject = external_subject(own["hf"], own["study"] or default_study())
             settings.update(init=False, snapshots=False)  # an outside model has no init stream or snapshots here
             records = run(str(subject.out_dir), settings, subjects=[subject])
         else:
-            records = run(own["checkpoint"][0], settings)
+            records = run(own["checkpoint"], settings)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -97,6 +97,13 @@ def slug(model: HFModel) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") + "@" + model.revision.replace("sha256:", "")[:12]
 
 
+def default_study() -> str:
+    """Where an outside model's record goes when no study= is given: ${out_root}/multirun/main."""
+    from ..config import compose
+
+    return str(Path(compose([]).out_root) / "multirun" / "main")
+
+
 def default_prepared_root() -> Path:
     """The prepared cache of the default training corpus (built once if absent)."""
     from omegaconf import OmegaConf

@@ -12,7 +12,9 @@ sampling is seeded: the same checkpoint, prompt and settings give the same text 
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -78,8 +80,6 @@ def sample(ckpt: Checkpoint, prompt: str, settings: SampleSettings) -> dict[str,
 
 def jobs_below(path: str) -> list[JobDir]:
     """Completed jobs with final weights at or below a directory (a job or a study directory)."""
-    from pathlib import Path
-
     root = JobDir(path)
     if root.results.exists():
         return [root]
@@ -93,8 +93,6 @@ def record_samples(job: JobDir, result: dict[str, Any]) -> None:
     stamp = {"job_fingerprint": (record.get("fingerprint") or {}).get("sha"), "job_finished_at": record.get("finished_at")}
     old = {}
     if job.samples.exists():
-        import json
-
         old = json.loads(job.samples.read_text())
     keep = [e for e in old.get("prompts", []) if e.get("prompt") != result["prompt"]] \
         if all(old.get("subject", {}).get(k) == v for k, v in stamp.items()) else []
