@@ -24,6 +24,7 @@ from .systems.bench import DEFAULT_INPUTS
 EXAMPLES = """examples:
   python -m fixedcode_study.bench                                   # cpu_tiny, all three inputs + HF
   python -m fixedcode_study.bench model=cpu_30m --steps 8
+  python -m fixedcode_study.bench --inputs learned --settings all --jobs 2   # eager/compiled x fp32/bf16 vs HF
   python -m fixedcode_study.bench model=paper_1p7b --state-only      # AdamW state accounting (meta)
   python -m fixedcode_study.bench model=paper_1p7b train.batch_size=4 train.seq_len=2048  # on a GPU
 Options come before or after the overrides; everything that is not an option is a Hydra override."""
@@ -46,6 +47,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--schedule", default="auto", choices=["auto", "abba", "interleaved", "sequential"],
                    help="abba (default; 'interleaved' is its former name): the timed steps split over a pass "
                         "through the models and a reversed pass; sequential: one pass")
+    p.add_argument("--settings", default="default",
+                   help="how each model runs: default (what `run` uses), all, or a list of fp32, fp32_compiled, "
+                        "bf16, bf16_compiled")
+    p.add_argument("--jobs", type=int, default=1, help="CPU: also time N jobs side by side (cores/N threads each)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads for CPU runs")
     p.add_argument("--state-only", action="store_true", help="only the meta-device AdamW state accounting")
     p.add_argument("--json", default=None, help="output path (default ${out_root}/bench/bench-<model>-<device>.json)")
@@ -68,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
         else:
             report = bench.run_bench(overrides, inputs=inputs, steps=args.steps, warmup=args.warmup,
                                      reference=not args.no_reference, device_arg=args.device,
-                                     schedule=args.schedule, memory_steps=args.memory_steps)
+                                     schedule=args.schedule, memory_steps=args.memory_steps,
+                                     settings=args.settings, jobs=args.jobs)
             print(bench.format_table(report))
         print(bench.format_state(report["state_accounting"], report["model"]))
         device = report.get("device", {}).get("type", "cpu")

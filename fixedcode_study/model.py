@@ -137,6 +137,20 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).type_as(x) * self.weight
 
 
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gqa: bool) -> torch.Tensor:
+    """Causal scaled dot-product attention; q (B, H, T, D), k and v (B, Hkv, T, D) -> (B, H, T, D).
+
+    On CPU under bf16 autocast the scores are computed in fp32: torch's CPU flash-attention kernel
+    is several times slower in bf16 than in fp32 (its backward especially; measured by
+    `python -m fixedcode_study.bench`), and fp32 scores are the accurate choice anyway. fp32 runs
+    and GPUs are untouched (there bf16 attention is the fast path).
+    """
+    if q.device.type == "cpu" and q.dtype != torch.float32 and torch.is_autocast_enabled("cpu"):
+        with torch.autocast("cpu", enabled=False):
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, enable_gqa=gqa)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -155,7 +169,7 @@ class CausalSelfAttention(nn.Module):
         qk = apply_rope(qk.transpose(1, 2), cos, sin)  # (B, H+Hkv, T, D)
         q, k = qk.split([H, Hkv], dim=1)  # (B, H, T, D), (B, Hkv, T, D)
         v = v.transpose(1, 2)  # (B, Hkv, T, D)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=Hkv != H)
+        y = attention(q, k, v, gqa=Hkv != H)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H*D)
         return self.proj(y)
 

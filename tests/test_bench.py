@@ -47,7 +47,9 @@ def test_bench_cli_smoke(tmp_path):
     report = json.loads(out.read_text())
     for key in ("peak_flops", "flops_per_token", "tokens_per_step"):
         assert report[key] > 0, key
-    assert report["model"] == "test_micro" and report["precision"] == "fp32"
+    # The default setting is what `run` uses: the CPU trainer's bf16-mixed; a test-sized job is not compiled.
+    assert report["model"] == "test_micro" and report["precision"] == "bf16-mixed"
+    assert report["settings"] == [{"name": "bf16", "precision": "bf16-mixed", "compile": False}]
     mcfg = ModelConfig(**report["architecture"])
     assert report["flops_per_token"] == flops_per_token(mcfg, report["seq_len"])["total"]
     assert report["flops_formula"] == accounting.FLOPS_FORMULA and report["step"] == STEP
@@ -186,3 +188,49 @@ def test_timed_step_runs_through_language_model_task(name, tmp_path):
                    else ("input.table.weight", "head.weight"))
     assert rec.optimizer_param_ids["input"] == [id(named[table])]
     assert rec.optimizer_param_ids["head"] == [id(named[head])]
+
+
+def _settings_report(tmp_path, settings: str, jobs: int) -> dict:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fixedcode_study.bench", "model=test_micro", "train.batch_size=4", "--inputs", "learned",
+         "--settings", settings, "--jobs", str(jobs), "--steps", "2", "--warmup", "1", "--memory-steps", "1",
+         "--threads", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+def test_bench_settings_side_by_side(tmp_path):
+    """Settings side by side: each row runs in its precision, its MFU is over that precision's measured
+    peak, every row is compared with the fastest reference row, and --jobs adds aggregate rows."""
+    pytest.importorskip("transformers")
+    report = _settings_report(tmp_path, "fp32,bf16", jobs=2)
+    rows = {v["name"]: v for v in report["variants"]}
+    assert set(rows) == {"learned@fp32", "hf_llama@fp32", "learned@bf16", "hf_llama@bf16"}
+    assert set(report["peaks"]) == {"torch.float32", "torch.bfloat16"}
+    refs = [v for v in rows.values() if v["kind"] == "reference"]
+    fastest = max(refs, key=lambda v: v["tokens_per_s"])
+    for v in rows.values():
+        peak = report["peaks"]["torch.bfloat16" if v["precision"] == "bf16-mixed" else "torch.float32"]["flops"]
+        assert v["peak_flops"] == peak and v["mfu"] == pytest.approx(v["tokens_per_s"] * report["flops_per_token"] / peak)
+        assert v["reference_row"] == fastest["name"]
+        assert v["tokens_per_s_vs_reference"] == pytest.approx(v["tokens_per_s"] / fastest["tokens_per_s"])
+        assert v["compile_s"] == 0.0  # eager settings compile nothing
+    # Same weights, same batch: the first loss agrees across precisions to bf16 rounding.
+    assert rows["learned@bf16"]["first_loss"] == pytest.approx(rows["learned@fp32"]["first_loss"], abs=2e-2)
+    side = {v["setting"]: v for v in report["side_by_side"]}
+    assert set(side) == {"fp32", "bf16"}
+    for v in side.values():  # two jobs, each with its own median step; the row is their sum
+        assert v["jobs"] == 2 and len(v["per_job_step_ms_median"]) == 2
+        assert v["tokens_per_s"] == pytest.approx(sum(4 * 64 * 1e3 / ms for ms in v["per_job_step_ms_median"]))
+
+
+@pytest.mark.slow
+def test_bench_compiled_setting_reports_compile_time(tmp_path):
+    pytest.importorskip("transformers")
+    report = _settings_report(tmp_path, "fp32_compiled", jobs=1)
+    rows = {v["name"]: v for v in report["variants"]}
+    assert set(rows) == {"learned", "hf_llama"} and all(v["compiled"] for v in rows.values())
+    assert all(v["compile_s"] > 0 for v in rows.values())

@@ -19,7 +19,23 @@ For one model preset and each input variant it measures, in one process and with
 and the same for the reference: Hugging Face LlamaForCausalLM with identical dimensions (untied head,
 same vocabulary, SDPA attention), converted from our learned model by systems.hf.to_hf_llama so both
 start from the same weights (their first losses agree), and trained through the same task and
-optimizer code behind systems.hf.HFCausalLM. Precision: fp32 on CPU, bf16-mixed on CUDA, for all.
+optimizer code behind systems.hf.HFCausalLM.
+
+Settings (`--settings`): how each model is run, side by side in the same process --
+  fp32           trainer.precision=32-true, eager
+  fp32_compiled  32-true, torch.compile (training/speed.py: the whole model, and the loss)
+  bf16           bf16-mixed (Lightning's autocast plugin), eager
+  bf16_compiled  bf16-mixed, compiled
+`default` is what `run` uses for a job of this config (cfg.trainer.precision, train.compile) and
+`all` is the four. The reference runs in every setting too, and each row is compared with the
+fastest reference row ("HF in its fastest equivalent setting") and with the reference in its own
+setting. The first step of a compiled fit includes compiling; it is reported apart (compile_s:
+first-step time minus the median step) and left out of the medians by the warm-up steps.
+MFU is taken against the measured matmul peak of the precision the row runs in (fp32 or bf16;
+on CPU both are measured in this process; on CUDA bf16 is the datasheet peak).
+`--jobs N` (CPU) adds one row per setting run as N jobs side by side: N spawned processes with
+cores/N threads each, started together, each timing its own fit; the row's tokens/s is their sum
+(what a parallel sweep gets, hydra/launcher=parallel).
 
 Timing order (schedule "abba"): each model gets its own Trainer.fit, so steps of different models
 cannot alternate; instead the timed steps are split over two passes, the models in order (A B C D)
@@ -59,9 +75,10 @@ from ..config import compose_variant
 from ..errors import ConfigError
 from ..model import ModelConfig
 from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, save_checkpoint, weights_file
+from ..training.speed import compile_model
 from ..training.task import LanguageModelTask
 
-BENCH_VERSION = 2
+BENCH_VERSION = 3
 DEFAULT_INPUTS = ("learned", "binary16", "gf2")
 REFERENCE = "hf_llama"
 SCHEDULES = ("abba", "sequential")
@@ -82,6 +99,54 @@ CUDA_BF16_PEAKS: list[tuple[tuple[str, ...], float, str]] = [
     (("L4",), 121e12, "NVIDIA L4 datasheet"),
     (("A10",), 125e12, "NVIDIA A10 datasheet"),
 ]
+
+
+# -- settings --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    """How a model is run: the trainer precision and whether it is compiled."""
+
+    name: str
+    precision: str   # a Lightning precision: 32-true | bf16-mixed
+    compile: bool
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.precision.startswith("bf16") else torch.float32
+
+
+SETTINGS = {s.name: s for s in (Setting("fp32", "32-true", False), Setting("fp32_compiled", "32-true", True),
+                                Setting("bf16", "bf16-mixed", False), Setting("bf16_compiled", "bf16-mixed", True))}
+
+
+def default_setting(cfg: DictConfig, device: torch.device) -> Setting:
+    """The setting `run` uses for a job of this config (precision of cfg.trainer, train.compile)."""
+    from ..training.job import compiles
+    from ..training.plan import plan_batch
+
+    precision = "bf16-mixed" if device.type == "cuda" else str(cfg.trainer.get("precision", "32-true"))
+    compiled = compiles(cfg, plan_batch(cfg))
+    named = [s for s in SETTINGS.values() if s.precision == precision and s.compile == compiled]
+    return named[0] if named else Setting(f"{precision}{'_compiled' if compiled else ''}", precision, compiled)
+
+
+def resolve_settings(spec: str, cfg: DictConfig, device: torch.device) -> list[Setting]:
+    """`default`, `all`, or a comma-separated list of SETTINGS names (and `default`)."""
+    out: list[Setting] = []
+    for part in [p for p in spec.split(",") if p]:
+        if part == "all":
+            chosen = list(SETTINGS.values())
+        elif part == "default":
+            chosen = [default_setting(cfg, device)]
+        elif part in SETTINGS:
+            chosen = [SETTINGS[part]]
+        else:
+            raise ConfigError("--settings", f"unknown setting {part!r}", f"use default, all or {', '.join(SETTINGS)}")
+        out += [s for s in chosen if s not in out]
+    if not out:
+        raise ConfigError("--settings", "no setting given", "use default, all or a list such as fp32,bf16_compiled")
+    return out
 
 
 # -- peaks -----------------------------------------------------------------------------------------
@@ -114,8 +179,14 @@ class MatmulPeak:
         return 2 * self.n**3 / self.best_s
 
 
-def peak_flops(device: torch.device) -> tuple[dict[str, Any], MatmulPeak | None]:
-    """The MFU denominator, and the sampler that keeps refining it (CPU, or a GPU off the table)."""
+def peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> tuple[dict[str, Any], MatmulPeak | None]:
+    """The MFU denominator of one precision, and the sampler that keeps refining it (CPU, or a GPU
+    off the table). On CUDA fp32 rows are measured (TF32 may or may not be on: what runs is what counts)."""
+    if device.type == "cuda" and dtype == torch.float32:
+        sampler = MatmulPeak(device, torch.float32, n=8192)
+        sampler.sample(5)
+        return {"flops": sampler.flops, "source": "measured fp32 8192^3 matmul, best sample",
+                "device_name": torch.cuda.get_device_name(device)}, sampler
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         for keys, value, source in CUDA_BF16_PEAKS:
@@ -125,9 +196,10 @@ def peak_flops(device: torch.device) -> tuple[dict[str, Any], MatmulPeak | None]
         sampler.sample(10)
         return {"flops": sampler.flops, "source": "measured bf16 8192^3 matmul, best sample (device not in "
                 "the datasheet table)", "device_name": name}, sampler
-    sampler = MatmulPeak(device, torch.float32)
+    sampler = MatmulPeak(device, dtype)
     sampler.sample(12)
-    return {"flops": sampler.flops, "source": f"measured fp32 1024^3 matmul in this process, "
+    kind = "bf16" if dtype == torch.bfloat16 else "fp32"
+    return {"flops": sampler.flops, "source": f"measured {kind} 1024^3 matmul in this process, "
             f"{torch.get_num_threads()} threads, best sample", "device_name": platform.processor() or platform.machine()}, sampler
 
 
@@ -213,26 +285,23 @@ def build_subject_model(name: str, cfg: DictConfig, device: torch.device, same_w
     return HFCausalLM(hf)
 
 
-def make_task(model: torch.nn.Module, cfg: DictConfig, max_steps: int, tokens_per_step: int) -> LanguageModelTask:
+def make_task(model: torch.nn.Module, cfg: DictConfig, max_steps: int, tokens_per_step: int,
+              compiled_loss: bool = False) -> LanguageModelTask:
     """The LightningModule `run` trains (token_bytes only feed validation, which the bench skips)."""
     vocab = int(ModelConfig.from_mapping(cfg.model).vocab_size)
     return LanguageModelTask(model, cfg.optim, max_steps, tokens_per_step, torch.ones(vocab),
-                             int(cfg.train.log_every))
-
-
-def trainer_precision(device: torch.device) -> str:
-    return "bf16-mixed" if device.type == "cuda" else "32-true"
+                             int(cfg.train.log_every), compiled_loss=compiled_loss)
 
 
 def make_trainer(cfg: DictConfig, device: torch.device, max_steps: int, callbacks: list[L.Callback],
-                 root: Path) -> L.Trainer:
+                 root: Path, precision: str = "32-true") -> L.Trainer:
     """cfg.trainer instantiated as training.job.build_trainer does (gradient clipping and any other
     setting it has), pinned to one device of the bench's choice with the bench's precision, and
     with nothing around the steps: no logger, checkpoints, progress bar or validation."""
     return instantiate(
         cfg.trainer, accelerator="cuda" if device.type == "cuda" else "cpu",
         devices=[device.index or 0] if device.type == "cuda" else 1, num_nodes=1, strategy="auto",
-        precision=trainer_precision(device), max_steps=max_steps, max_epochs=-1,
+        precision=precision, max_steps=max_steps, max_epochs=-1,
         logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         limit_val_batches=0, num_sanity_val_steps=0, accumulate_grad_batches=1,
         use_distributed_sampler=False, callbacks=callbacks, default_root_dir=str(root),
@@ -325,15 +394,18 @@ class Fit:
 
 
 def fit_steps(name: str, cfg: DictConfig, device: torch.device, batch: torch.Tensor, steps: int, root: Path,
-              same_weights: bool = True) -> Fit:
-    """Build `name` fresh and train it `steps` optimizer steps on `batch` (B, T+1) through Trainer.fit."""
+              same_weights: bool = True, setting: Setting = SETTINGS["fp32"]) -> Fit:
+    """Build `name` fresh and train it `steps` optimizer steps on `batch` (B, T+1) through Trainer.fit,
+    run as `setting` says (compiled as `run` compiles: training/speed.py)."""
     model = build_subject_model(name, cfg, device, same_weights)
+    if setting.compile:
+        compile_model(model, per_block=False)
     B, T = batch.shape[0], batch.shape[1] - 1
-    task = make_task(model, cfg, steps, B * T)
+    task = make_task(model, cfg, steps, B * T, compiled_loss=setting.compile)
     record = StepRecorder(device)
     loader = torch.utils.data.DataLoader(FixedBatch(batch), batch_size=None)
     with _quiet_lightning():
-        trainer = make_trainer(cfg, device, steps, [record], root)
+        trainer = make_trainer(cfg, device, steps, [record], root, precision=setting.precision)
         trainer.fit(task, train_dataloaders=loader)
     if len(record.wall) != steps:
         raise RuntimeError(f"bench: {name} ran {len(record.wall)} steps, {steps} were asked for")
@@ -436,9 +508,15 @@ def pass_plan(names: list[str], steps: int, schedule: str) -> list[tuple[list[st
     return [(list(names), first), (list(names)[::-1], steps - first)]
 
 
+def subject_key(name: str, setting: Setting, several: bool) -> str:
+    """The row name: `learned`, or `learned@bf16_compiled` when several settings are compared."""
+    return f"{name}@{setting.name}" if several else name
+
+
 def run_bench(overrides: list[str], *, inputs: Sequence[str] = DEFAULT_INPUTS, steps: int = 10,
               warmup: int = 2, reference: bool = True, device_arg: str = "auto", schedule: str = "auto",
-              memory_steps: int = 2, log: Callable[[str], None] = print) -> dict[str, Any]:
+              memory_steps: int = 2, settings: str = "default", jobs: int = 1,
+              log: Callable[[str], None] = print) -> dict[str, Any]:
     device = pick_device(device_arg)
     cfgs = variant_configs(overrides, inputs)
     first = next(iter(cfgs.values()))
@@ -449,8 +527,17 @@ def run_bench(overrides: list[str], *, inputs: Sequence[str] = DEFAULT_INPUTS, s
                           "lower train.seq_len or raise model.max_seq_len")
     if steps < 1 or warmup < 0:
         raise ConfigError("--steps", f"steps={steps}, warmup={warmup}", "use --steps >= 1 and --warmup >= 0")
+    if jobs < 1 or (jobs > 1 and device.type != "cpu"):
+        raise ConfigError("--jobs", f"got {jobs} on {device.type}", "use --jobs >= 1, and > 1 only on CPU")
+    chosen = resolve_settings(settings, first, device)
+    if any(s.compile for s in chosen) and warmup < 1:
+        raise ConfigError("--warmup", "0 with a compiled setting: the compile would be timed as a step",
+                          "use --warmup >= 1")
+    several = len(chosen) > 1
     schedule = resolve_schedule(schedule, steps)
-    names = list(cfgs) + ([REFERENCE] if reference else [])
+    models = list(cfgs) + ([REFERENCE] if reference else [])
+    subjects = [(m, st) for st in chosen for m in models]
+    keys = {subject_key(m, st, several): (m, st) for m, st in subjects}
     ref_cfg = cfgs["learned"] if "learned" in cfgs else compose_variant(overrides, "learned")
 
     def cfg_of(name: str) -> DictConfig:
@@ -462,26 +549,35 @@ def run_bench(overrides: list[str], *, inputs: Sequence[str] = DEFAULT_INPUTS, s
             f"{torch.get_num_threads()} threads each step waits on descheduled workers, so absolute "
             "timings are unreliable (--threads 1 is steadier on a shared machine)")
 
-    peak, sampler = peak_flops(device)
+    peaks: dict[str, dict[str, Any]] = {}
+    samplers: dict[str, MatmulPeak] = {}
+    for dtype in dict.fromkeys(st.dtype for st in chosen):
+        peak, sampler = peak_flops(device, dtype)
+        peaks[str(dtype)] = peak
+        if sampler:
+            samplers[str(dtype)] = sampler
     fpt = accounting.flops_per_token(mcfg, T)
     g = torch.Generator().manual_seed(int(first.seed))
     batch = torch.randint(0, mcfg.vocab_size, (B, T + 1), generator=g).to(device)  # (B, T+1)
-    plan = pass_plan(names, steps, schedule)
+    plan = pass_plan(list(keys), steps, schedule)
 
-    log(f"bench: model={first.model.name} B={B} T={T} device={device} precision={trainer_precision(device)} "
+    log(f"bench: model={first.model.name} B={B} T={T} device={device} settings={','.join(s.name for s in chosen)} "
         f"schedule={schedule} threads={torch.get_num_threads()} steps={steps} warmup={warmup} per fit")
-    results: dict[str, dict[str, Any]] = {n: {"wall": [], "cpu": [], "first_losses": []} for n in names}
+    results: dict[str, dict[str, Any]] = {k: {"wall": [], "cpu": [], "first_losses": [], "first_step": []}
+                                          for k in keys}
     workdir = Path(tempfile.mkdtemp(prefix="fixedcode-bench-"))
     try:
         for order, timed_steps in plan:
-            for n in order:
-                if sampler:
+            for k in order:
+                n, st = keys[k]
+                for sampler in samplers.values():
                     sampler.sample()
-                fit = fit_steps(n, cfg_of(n), device, batch, warmup + timed_steps, workdir)
-                r, rec = results[n], fit.record
+                fit = fit_steps(n, cfg_of(n), device, batch, warmup + timed_steps, workdir, setting=st)
+                r, rec = results[k], fit.record
                 r["wall"] += rec.wall[warmup:]
                 r["cpu"] += rec.cpu[warmup:]
                 r["first_losses"].append(rec.first_loss)
+                r["first_step"].append(rec.wall[0])
                 if "state" not in r:  # measured once, on the live model after its first fit
                     r.update(state=rec.state, checkpoint=checkpoint_bytes(n, fit.task.model, cfg_of(n), workdir),
                              optimizer_groups=rec.optimizer_groups,
@@ -493,33 +589,41 @@ def run_bench(overrides: list[str], *, inputs: Sequence[str] = DEFAULT_INPUTS, s
         # Memory: each model built fresh and alone (the HF model without the model it is converted
         # from), after all timing (the CPU meter makes small allocations slower).
         meter = PeakMemory(device)
-        for n in names:
+        for k, (n, st) in keys.items():
             meter.start()
-            fit = fit_steps(n, cfg_of(n), device, batch, max(1, memory_steps), workdir, same_weights=False)
-            results[n]["peak_memory_bytes"] = meter.peak()
+            fit = fit_steps(n, cfg_of(n), device, batch, max(1, memory_steps), workdir, same_weights=False,
+                            setting=st)
+            results[k]["peak_memory_bytes"] = meter.peak()
             del fit
             gc.collect()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    if sampler:
+    for dtype, sampler in samplers.items():
         sampler.sample(12)
-        peak["flops"] = sampler.flops
-        peak["source"] += f" of {sampler.samples} (before, between and after the timed fits)"
+        peaks[dtype]["flops"] = sampler.flops
+        peaks[dtype]["source"] += f" of {sampler.samples} (before, between and after the timed fits)"
+    side_by_side = [parallel_row(models[0], st, overrides, inputs, jobs, steps, warmup, device) for st in chosen] \
+        if jobs > 1 else []
     load_end = os.getloadavg()
 
     variants = []
-    ref_tps = ref_cpu = None
-    for n in names:
-        r = results[n]
+    for k, (n, st) in keys.items():
+        r = results[k]
         med = statistics.median(r["wall"])
         tps = B * T / med
+        peak = peaks[str(st.dtype)]
         row = {
-            "name": n,
+            "name": k,
+            "model_name": n,
+            "setting": st.name, "precision": st.precision, "compiled": st.compile,
             "kind": "reference" if n == REFERENCE else "ours",
             "step_ms_median": med * 1e3,
             "step_ms_min": min(r["wall"]) * 1e3,
+            "first_step_s": max(r["first_step"]),
+            "compile_s": max(r["first_step"]) - med if st.compile else 0.0,
             "tokens_per_s": tps,
             "mfu": tps * fpt["total"] / peak["flops"],
+            "peak_flops": peak["flops"],
             "first_loss": r["first_losses"][0],
             "trainable_params": r["trainable_params"],
             "optimizer_groups": r["optimizer_groups"],
@@ -531,35 +635,90 @@ def run_bench(overrides: list[str], *, inputs: Sequence[str] = DEFAULT_INPUTS, s
         if device.type == "cpu":
             row["step_cpu_ms_median"] = statistics.median(r["cpu"]) * 1e3
         variants.append(row)
-        if n == REFERENCE:
-            ref_tps, ref_cpu = tps, row.get("step_cpu_ms_median")
-    if ref_tps:
-        for row in variants:
-            row["tokens_per_s_vs_reference"] = row["tokens_per_s"] / ref_tps
-            if ref_cpu:
-                row["cpu_time_speedup_vs_reference"] = ref_cpu / row["step_cpu_ms_median"]
+    for row in side_by_side:
+        row["mfu"] = row["tokens_per_s"] * fpt["total"] / peaks[str(SETTINGS[row["setting"]].dtype)]["flops"]
+    refs = {v["setting"]: v for v in variants if v["kind"] == "reference"}
+    if refs:
+        fastest = max(refs.values(), key=lambda v: v["tokens_per_s"])
+        for row in variants + side_by_side:
+            row["tokens_per_s_vs_reference"] = row["tokens_per_s"] / fastest["tokens_per_s"]
+            row["reference_row"] = fastest["name"]
+            same = refs.get(row["setting"])
+            if same:
+                row["tokens_per_s_vs_reference_same_setting"] = row["tokens_per_s"] / same["tokens_per_s"]
+                if "step_cpu_ms_median" in row and "step_cpu_ms_median" in same:
+                    row["cpu_time_speedup_vs_reference"] = same["step_cpu_ms_median"] / row["step_cpu_ms_median"]
 
     return {
         "bench_version": BENCH_VERSION,
         "overrides": overrides,
         "model": str(first.model.name),
         "architecture": mcfg.to_dict(),
-        "device": {"type": device.type, "name": peak["device_name"], "threads": torch.get_num_threads(),
+        "device": {"type": device.type, "name": next(iter(peaks.values()))["device_name"],
+                   "threads": torch.get_num_threads(), "cores": os.cpu_count(),
                    "torch": torch.__version__, "lightning": L.__version__, "python": platform.python_version()},
-        "precision": "bf16-mixed" if device.type == "cuda" else "fp32",
-        "trainer_precision": trainer_precision(device),
+        "settings": [vars(st) for st in chosen],
+        "precision": ",".join(dict.fromkeys(st.precision for st in chosen)),
         "batch_size": B, "seq_len": T, "tokens_per_step": B * T,
         "steps": steps, "warmup": warmup, "schedule": schedule,
         "passes": [{"order": order, "timed_steps": k, "warmup": warmup} for order, k in plan if k > 0],
         "step": STEP,
-        "peak_flops": peak["flops"], "peak_flops_source": peak["source"],
+        "peaks": peaks,
+        "peak_flops": peaks[str(chosen[0].dtype)]["flops"], "peak_flops_source": peaks[str(chosen[0].dtype)]["source"],
         "flops_per_token": fpt["total"], "flops_per_token_terms": fpt,
         "flops_formula": accounting.FLOPS_FORMULA,
         "memory_kind": meter.kind,
         "load_average": {"start": load_start, "end": load_end},
         "variants": variants,
+        "side_by_side": side_by_side,
         "state_accounting": state_only(cfgs),
     }
+
+
+# -- jobs side by side -----------------------------------------------------------------------------
+
+def _side_by_side_worker(args: tuple, barrier: Any, results: Any) -> None:
+    """One of N spawned jobs: set its threads, build its model, wait for the others, time its fit."""
+    name, setting_name, overrides, inputs, steps, warmup, threads = args
+    torch.set_num_threads(threads)
+    cfgs = variant_configs(overrides, inputs)
+    cfg = cfgs.get(name) or compose_variant(overrides, "learned")
+    mcfg = ModelConfig.from_mapping(cfg.model)
+    B, T = int(cfg.train.batch_size), int(cfg.train.seq_len)
+    g = torch.Generator().manual_seed(int(cfg.seed))
+    batch = torch.randint(0, mcfg.vocab_size, (B, T + 1), generator=g)
+    workdir = Path(tempfile.mkdtemp(prefix="fixedcode-bench-job-"))
+    try:
+        barrier.wait()
+        fit = fit_steps(name, cfg, torch.device("cpu"), batch, warmup + steps, workdir, setting=SETTINGS[setting_name])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    results.put({"median_s": statistics.median(fit.record.wall[warmup:]), "tokens_per_step": B * T})
+
+
+def parallel_row(name: str, setting: Setting, overrides: list[str], inputs: Sequence[str], jobs: int, steps: int,
+                 warmup: int, device: torch.device) -> dict[str, Any]:
+    """`jobs` fits of the same model run at once, cores/jobs threads each: aggregate tokens/s."""
+    import multiprocessing as mp
+
+    cores = os.cpu_count() or 1
+    threads = max(1, cores // jobs)
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(jobs), ctx.Queue()
+    args = (name, setting.name, overrides, list(inputs), steps, warmup, threads)
+    procs = [ctx.Process(target=_side_by_side_worker, args=(args, barrier, results)) for _ in range(jobs)]
+    for proc in procs:
+        proc.start()
+    out = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+        if proc.exitcode:
+            raise RuntimeError(f"bench: a side-by-side job exited with {proc.exitcode}")
+    tps = sum(o["tokens_per_step"] / o["median_s"] for o in out)
+    return {"name": f"{name}@{setting.name} x{jobs} jobs", "model_name": name, "setting": setting.name,
+            "precision": setting.precision, "compiled": setting.compile, "kind": "side_by_side", "jobs": jobs,
+            "threads_per_job": threads, "tokens_per_s": tps,
+            "per_job_step_ms_median": [o["median_s"] * 1e3 for o in out]}
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -574,29 +733,37 @@ def _ratio(r: float | None) -> str:
 
 def format_table(report: dict[str, Any]) -> str:
     cpu = report["device"]["type"] == "cpu"
-    head = (f"{'variant':<10} {'step ms':>9} {'tok/s':>9} {'vs HF':>6} "
-            + (f"{'cpu ms':>8} {'cpu vs HF':>9} " if cpu else "")
-            + f"{'MFU':>6} {'peak MiB':>9} {'state MiB':>9} {'ckpt MiB':>8} {'trainable':>12} {'loss0':>7}")
+    width = max([10] + [len(v["name"]) for v in report["variants"] + report.get("side_by_side", [])])
+    head = (f"{'variant':<{width}} {'step ms':>9} {'tok/s':>9} {'vs HF':>6} "
+            + (f"{'cpu ms':>8} " if cpu else "")
+            + f"{'MFU':>6} {'compile s':>9} {'peak MiB':>9} {'state MiB':>9} {'ckpt MiB':>8} {'trainable':>12} {'loss0':>7}")
+    peaks = "; ".join(f"{k.removeprefix('torch.')} {p['flops'] / 1e12:.3f} TFLOP/s ({p['source']})"
+                      for k, p in report["peaks"].items())
+    ref = next((v.get("reference_row") for v in report["variants"] if v.get("reference_row")), None)
     lines = [
-        (f"model={report['model']} B={report['batch_size']} T={report['seq_len']} {report['precision']} "
-         f"on {report['device']['type']} ({report['device']['threads']} threads); {report['steps']} timed steps "
-         f"over {len(report['passes'])} pass(es), {report['warmup']} warm-up per fit, median; "
-         f"schedule={report['schedule']}"),
+        (f"model={report['model']} B={report['batch_size']} T={report['seq_len']} on {report['device']['type']} "
+         f"({report['device']['threads']} threads); {report['steps']} timed steps over {len(report['passes'])} "
+         f"pass(es), {report['warmup']} warm-up per fit, median; schedule={report['schedule']}"),
         f"step: {report['step']}",
-        (f"peak {report['peak_flops'] / 1e12:.3f} TFLOP/s ({report['peak_flops_source']}); "
-         f"{report['flops_per_token'] / 1e6:.2f} MFLOP/token; load avg {report['load_average']['start'][0]:.1f} -> "
+        f"peaks (MFU denominators, per precision): {peaks}",
+        (f"{report['flops_per_token'] / 1e6:.2f} MFLOP/token; vs HF = tokens/s over the fastest reference row"
+         + (f" ({ref})" if ref else "") + f"; load avg {report['load_average']['start'][0]:.1f} -> "
          f"{report['load_average']['end'][0]:.1f}"),
         head, "-" * len(head),
     ]
     for v in report["variants"]:
-        ratio = v.get("tokens_per_s_vs_reference")
         lines.append(
-            f"{v['name']:<10} {v['step_ms_median']:>9.1f} {v['tokens_per_s']:>9,.0f} "
-            f"{_ratio(ratio):>6} "
-            + (f"{v['step_cpu_ms_median']:>8.1f} {_ratio(v.get('cpu_time_speedup_vs_reference')):>9} " if cpu else "")
-            + f"{100 * v['mfu']:>5.1f}% {_mib(v['peak_memory_bytes']):>9} {_mib(v['state']['total_bytes']):>9} "
-            f"{_mib(v['checkpoint']['total_bytes']):>8} {v['trainable_params']:>12,} {v['first_loss']:>7.4f}"
+            f"{v['name']:<{width}} {v['step_ms_median']:>9.1f} {v['tokens_per_s']:>9,.0f} "
+            f"{_ratio(v.get('tokens_per_s_vs_reference')):>6} "
+            + (f"{v['step_cpu_ms_median']:>8.1f} " if cpu else "")
+            + f"{100 * v['mfu']:>5.1f}% {v['compile_s']:>9.1f} {_mib(v['peak_memory_bytes']):>9} "
+            f"{_mib(v['state']['total_bytes']):>9} {_mib(v['checkpoint']['total_bytes']):>8} "
+            f"{v['trainable_params']:>12,} {v['first_loss']:>7.4f}"
         )
+    for v in report.get("side_by_side", []):
+        lines.append(f"{v['name']:<{width}} {'':>9} {v['tokens_per_s']:>9,.0f} "
+                     f"{_ratio(v.get('tokens_per_s_vs_reference')):>6} " + (f"{'':>8} " if cpu else "")
+                     + f"{100 * v['mfu']:>5.1f}%   ({v['threads_per_job']} thread(s) per job; aggregate tokens/s)")
     return "\n".join(lines)
 
 

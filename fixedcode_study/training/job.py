@@ -69,6 +69,7 @@ from .resume import (
 )
 from .schedule import ValidationSchedule, validation_schedule
 from .settings import validate_settings
+from .speed import apply_threads, compile_model, resolve_compile, resolve_threads
 from .task import LanguageModelTask
 
 __all__ = ["JobOutcome", "base_record", "evaluate_into", "run_job", "train_job", "wants_eval"]
@@ -176,7 +177,22 @@ def job_fingerprint(cfg: DictConfig, plan: BatchPlan) -> dict[str, Any]:
     # variant's settings as they are today: editing conf/input/binary16.yaml changes them too.
     config = OmegaConf.to_container(cfg, resolve=True)
     config["input"] = resolve_input_references(config["input"])
-    return fingerprint(config, list(cfg.job_key_ignore), plan.identity())
+    # train.compile=auto hashes what it resolved to: compiled kernels change the last bits.
+    return fingerprint(config, list(cfg.job_key_ignore), {**plan.identity(), "compile": compiles(cfg, plan)})
+
+
+def compiles(cfg: DictConfig, plan: BatchPlan) -> bool:
+    """Whether this job trains a compiled model (train.compile, `auto` by its training FLOPs)."""
+    from ..model import ModelConfig
+
+    per_token = flops_per_token(ModelConfig.from_mapping(cfg.model), plan.seq_len)["total"]
+    return resolve_compile(cfg.train, float(per_token) * plan.max_steps * plan.tokens_per_step)
+
+
+def runtime_record(cfg: DictConfig, plan: BatchPlan, threads: int) -> dict[str, Any]:
+    """results.json "runtime": how the numbers were computed (not what): precision, compile, threads."""
+    return {"precision": str(cfg.trainer.get("precision", "32-true")), "compile": compiles(cfg, plan),
+            "threads": threads, "accelerator": str(cfg.trainer.get("accelerator", "auto"))}
 
 
 def refuse_stale(job: JobDir, previous: Mapping[str, Any] | None, current: Mapping[str, Any], resume: bool) -> None:
@@ -240,6 +256,7 @@ def run_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = 
     # Bad input stops here, before anything in the job directory is touched: numbers, the batch
     # plan, the validation schedule, the model (shapes only, on the meta device) and the eval suite.
     validate_settings(cfg)
+    resolve_threads(cfg.get("threads", "auto"))
     plan = plan_batch(cfg)
     validation_schedule(cfg.train, plan.max_steps)
     with torch.device("meta"):
@@ -323,7 +340,9 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
         attempt_header(f"job {job.name}: training, attempt {record.get('attempts', '?')}")
         if fresh and is_zero:  # force=true: nothing of an earlier life is kept as resume state or weights
             shutil.rmtree(job.checkpoints, ignore_errors=True)
-        # 1. seed and batch plan (validated before the lock)
+        # 1. seed and batch plan (validated before the lock), CPU threads (speed.py)
+        threads = apply_threads(cfg.get("threads", "auto"))
+        rec.write(runtime=runtime_record(cfg, plan, threads))
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         # 2. model (after seeding: init depends on the seed only; built before the data so a bad
         #    input/model setting fails in seconds rather than after tokenizing a corpus)
@@ -353,9 +372,9 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
         rec.write(data={"name": cfg.data.name, **{k: prepared.meta[k] for k in (
             "vocab_size", "tokenizer_vocab_size", "train_tokens", "val_tokens", "val_bytes",
             "unigram_val_ppl", "cache_key")}})
-        if cfg.train.get("compile"):
-            for block in model.blocks:  # per block: the unit FSDP wraps, and small graphs compile fast
-                block.compile()
+        compiled = bool(rec.record["runtime"]["compile"])
+        if compiled:  # per block under FSDP (the unit it wraps and gathers), else the whole decoder
+            compile_model(model, per_block="fsdp" in str(cfg.trainer.get("strategy", "")).lower())
 
         # 4. trainer, and who this process is
         checkpointer = ResumableCheckpoint(
@@ -381,7 +400,8 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
         dm = TokenDataModule(prepared, int(cfg.train.seq_len), int(cfg.train.batch_size), int(cfg.seed),
                              int(cfg.train.val_batch_size), grad_accum=plan.grad_accum)
         task = LanguageModelTask(model, cfg.optim, plan.max_steps, plan.tokens_per_step,
-                                 torch.from_numpy(prepared.token_bytes()), int(cfg.train.log_every))
+                                 torch.from_numpy(prepared.token_bytes()), int(cfg.train.log_every),
+                                 compiled_loss=compiled)
         t0 = time.time()
         trainer.fit(task, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
         fit = _summary(trainer)  # via callback_metrics: also right when ranks ran in spawned processes

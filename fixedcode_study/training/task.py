@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from ..accounting import optimizer_group_names, optimizer_groups
 from ..model import Decoder
+from .speed import loss_functions
 
 
 def warmup_cosine(step: int, total: int, warmup: int, min_ratio: float) -> float:
@@ -51,6 +52,7 @@ class LanguageModelTask(L.LightningModule):
         tokens_per_step: int,
         token_bytes: torch.Tensor,
         log_every: int = 10,
+        compiled_loss: bool = False,
     ):
         super().__init__()
         self.model = model
@@ -61,6 +63,8 @@ class LanguageModelTask(L.LightningModule):
         self.max_steps = max_steps
         self.tokens_per_step = tokens_per_step  # global: micro-batch x accumulation x world size
         self.log_every = log_every
+        # Same arithmetic either way (fp32 cross-entropy); compiled, the log-softmax fuses (speed.py).
+        self._mean_nll, self._token_nll = loss_functions(compiled_loss)
         # UTF-8 bytes per token id, for bits-per-byte; a buffer so it follows the model's device.
         self.register_buffer("token_bytes", token_bytes.to(torch.float64), persistent=False)
         self.last_val: dict[str, float] = {}
@@ -92,7 +96,7 @@ class LanguageModelTask(L.LightningModule):
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         x, y = batch[:, :-1], batch[:, 1:]  # (B, T) each
         logits = self.model(x)  # (B, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        loss = self._mean_nll(logits, y)
         # Summed as a tensor: no host sync per step; .item() only when logging.
         self._window_loss = self._window_loss.to(loss.device) + loss.detach().float()
         self._window_n += 1
@@ -157,7 +161,7 @@ class LanguageModelTask(L.LightningModule):
         windows, weight, index, source = batch
         x, y = windows[:, :-1], windows[:, 1:]
         logits = self.model(x)
-        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
+        nll = self._token_nll(logits, y)  # (B, T) fp32
         w = weight.to(torch.float64)
         terms = (nll.double().sum(dim=1) * w, w * y.shape[1], self.token_bytes[y].sum(dim=1) * w)  # (B,) each
         # Row 0 is summed exactly as it always was (a sum of each contiguous (B,) term, then onto

@@ -1,0 +1,103 @@
+"""How a job runs fast: CPU threads, torch.compile and the compiled loss.
+
+Precision is the trainer's (`trainer.precision`, Lightning's own plugin: `bf16-mixed` autocasts
+the matmuls to bf16, with weights, optimizer state, the loss, the softmax and the validation sums
+in fp32). This module holds the rest:
+
+  threads   `threads` (top level): intra-op CPU threads of this job. `auto` leaves torch's default
+            (all cores) unless a parallel launcher runs several jobs side by side, which sets
+            FIXEDCODE_THREADS_PER_JOB for its workers (conf/hydra/launcher/parallel.yaml). The
+            thread count can move the last bits of a CPU matmul, like the device count of a GPU
+            run, so it is recorded (results.json "runtime") and, like trainer.devices, kept out of
+            the job key and the fingerprint: bitwise equality holds at equal thread counts.
+  compile   `train.compile`: true | false | auto. auto compiles when the job's training FLOPs reach
+            `train.compile_min_flops`, below which the compile time (seconds per job, counted in
+            the job's wall and train time) costs more than it saves. What auto resolved to is part
+            of the fingerprint (`plan.compile`): compiled kernels fuse differently and change the
+            last bits, so a compiled and an eager job never pass for each other.
+            The whole decoder is compiled on one device (the head and norms fuse too); under FSDP
+            each block is (the unit FSDP gathers). The loss is a compiled function of its own:
+            the (B*T, V) log-softmax is the biggest elementwise op of a small model's step, and
+            compiled it fuses into one pass.
+
+Each job starts from an empty dynamo cache (`torch._dynamo.reset()`): a job's kernels then never
+depend on which jobs ran before it in the same process, and a sweep of more jobs than dynamo's
+recompile limit never falls back to eager without saying so. Compiled code is still reused from
+inductor's on-disk cache, so the second job of a study compiles in a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Any, Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import ConfigError
+
+THREADS_ENV = "FIXEDCODE_THREADS_PER_JOB"  # set by the parallel launcher for its workers
+COMPILE_CHOICES = (True, False, "auto")
+
+
+def resolve_threads(setting: Any) -> int:
+    """The intra-op thread count a job runs with (`threads`: auto or a positive int)."""
+    if setting in (None, "auto"):
+        from_launcher = os.environ.get(THREADS_ENV)
+        return int(from_launcher) if from_launcher else torch.get_num_threads()
+    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
+        raise ConfigError("threads", f"got {setting!r}", "use auto or a positive number of threads")
+    return setting
+
+
+def apply_threads(setting: Any) -> int:
+    n = resolve_threads(setting)
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
+def resolve_compile(train: Mapping[str, Any], train_flops: float) -> bool:
+    """train.compile (true | false | auto) for a job of `train_flops` training FLOPs."""
+    setting = train.get("compile", False)
+    if setting not in COMPILE_CHOICES:
+        raise ConfigError("train.compile", f"got {setting!r}", "use true, false or auto")
+    if setting != "auto":
+        return bool(setting)
+    threshold = train.get("compile_min_flops", 0)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 0:
+        raise ConfigError("train.compile_min_flops", f"got {threshold!r}", "use a number of FLOPs >= 0, e.g. 1e12")
+    return train_flops >= float(threshold)
+
+
+def compile_model(model: torch.nn.Module, per_block: bool) -> None:
+    """Compile in place (state_dict keys unchanged): the whole model, or each decoder block."""
+    torch._dynamo.reset()  # a fresh cache per job: see the module docstring
+    if per_block:
+        for block in model.blocks:
+            block.compile()
+    else:
+        model.compile()
+
+
+def _mean_nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """logits (B, T, V) any float dtype, targets (B, T) -> mean next-token NLL, computed in fp32."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
+def _token_nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """logits (B, T, V), targets (B, T) -> per-token NLL (B, T) in fp32."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none").view_as(targets)
+
+
+@lru_cache(maxsize=2)
+def _compiled(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    return torch.compile(fn, dynamic=False)
+
+
+def loss_functions(compiled: bool) -> tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]:
+    """(mean NLL for training, per-token NLL for validation), eager or compiled."""
+    if not compiled:
+        return _mean_nll, _token_nll
+    return _compiled(_mean_nll), _compiled(_token_nll)
