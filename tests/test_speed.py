@@ -1,0 +1,104 @@
+"""The speed settings' mechanics (training/speed.py, conf/trainer/cpu.yaml): what bf16-mixed keeps in
+fp32, what train.compile=auto decides and where that lands (fingerprint, results.json "runtime"), and
+the threads setting. How fast each setting is, and whether bf16 curves stay within seed noise of fp32
+ones, are benchmark numbers (python -m fixedcode_study.bench --settings all; README "Speed"), not tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fixedcode_study.build import build_model
+from fixedcode_study.config import compose
+from fixedcode_study.errors import ConfigError
+from fixedcode_study.model import attention
+from fixedcode_study.training.job import compiles, job_fingerprint, run_job
+from fixedcode_study.training.plan import plan_batch
+from fixedcode_study.training.speed import loss_functions, resolve_compile, resolve_threads
+from fixedcode_study.training.task import LanguageModelTask
+
+TINY = ["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8", "train.val_points=2"]
+
+
+def test_cpu_default_is_bf16_mixed_and_auto_compile():
+    cfg = compose([])
+    assert cfg.trainer.precision == "bf16-mixed" and cfg.train.compile == "auto"
+    assert compiles(cfg, plan_batch(cfg))  # cpu_tiny at the default budget: 4.6e12 FLOPs, compiled
+    small = compose(TINY)
+    assert not compiles(small, plan_batch(small))  # a test-sized job is not worth a compile
+
+
+def test_compile_auto_threshold_and_bad_values():
+    assert resolve_compile({"compile": "auto", "compile_min_flops": 1e12}, 1e12)
+    assert not resolve_compile({"compile": "auto", "compile_min_flops": 1e12}, 9.9e11)
+    assert resolve_compile({"compile": True}, 0) and not resolve_compile({"compile": False}, 1e30)
+    with pytest.raises(ConfigError, match="train.compile"):
+        resolve_compile({"compile": "yes"}, 1.0)
+    with pytest.raises(ConfigError, match="train.compile_min_flops"):
+        resolve_compile({"compile": "auto", "compile_min_flops": -1}, 1.0)
+
+
+def test_threads_setting(monkeypatch):
+    monkeypatch.delenv("FIXEDCODE_THREADS_PER_JOB", raising=False)
+    assert resolve_threads("auto") == torch.get_num_threads()
+    monkeypatch.setenv("FIXEDCODE_THREADS_PER_JOB", "1")
+    assert resolve_threads("auto") == 1 and resolve_threads(3) == 3
+    for bad in (0, -2, "two", True):
+        with pytest.raises(ConfigError, match="threads"):
+            resolve_threads(bad)
+
+
+def test_fingerprint_holds_compile_but_not_threads():
+    base = compose(TINY)
+    fp = job_fingerprint(base, plan_batch(base))
+    assert fp["settings"]["plan.compile"] is False
+    compiled = compose([*TINY, "train.compile=true"])
+    assert job_fingerprint(compiled, plan_batch(compiled))["sha"] != fp["sha"]
+    threads = compose([*TINY, "threads=1"])  # like trainer.devices: how, not what
+    assert job_fingerprint(threads, plan_batch(threads))["sha"] == fp["sha"]
+    fp32 = compose([*TINY, "trainer.precision=32-true"])
+    assert job_fingerprint(fp32, plan_batch(fp32))["sha"] != fp["sha"]
+
+
+def test_cpu_attention_scores_stay_fp32_under_bf16_autocast():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=g) for _ in range(3))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), gqa=False)
+    assert y.dtype == torch.float32
+    expect = F.scaled_dot_product_attention(q.bfloat16().float(), k.bfloat16().float(), v.bfloat16().float(),
+                                            is_causal=True)
+    assert torch.equal(y, expect)
+    # Outside autocast (fp32 runs) it is exactly torch's attention.
+    assert torch.equal(attention(q, k, v, gqa=False), F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+def test_bf16_mixed_step_runs_matmuls_in_bf16_and_the_loss_in_fp32():
+    cfg = compose(TINY)
+    model = build_model(cfg.model, cfg.input, seed=1)
+    task = LanguageModelTask(model, cfg.optim, 4, 8 * 64, torch.ones(cfg.model.vocab_size))
+    seen = {}
+    model.head.register_forward_hook(lambda m, i, o: seen.update(head=o.dtype))  # returns None: output kept
+    batch = torch.randint(0, cfg.model.vocab_size, (2, 65), generator=torch.Generator().manual_seed(0))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # what Lightning's bf16-mixed plugin wraps the step in
+        loss = task.training_step(batch, 0)
+    assert seen["head"] == torch.bfloat16 and loss.dtype == torch.float32
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # master weights stay fp32
+    mean_nll, token_nll = loss_functions(compiled=False)
+    logits = torch.randn(2, 3, 11, dtype=torch.bfloat16)
+    y = torch.randint(0, 11, (2, 3))
+    assert mean_nll(logits, y).dtype == torch.float32 and token_nll(logits, y).shape == (2, 3)
+
+
+def test_job_records_its_runtime(tmp_path):
+    cfg = compose([*TINY, f"out_root={tmp_path}", "threads=1"])
+    before = torch.get_num_threads()
+    try:
+        record = run_job(cfg, tmp_path / "job").record
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)  # the rest of the session keeps its cores
+    assert record["status"] == "completed"
+    assert record["runtime"] == {"precision": "bf16-mixed", "compile": False, "threads": 1, "accelerator": "cpu"}
