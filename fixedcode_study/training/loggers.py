@@ -197,6 +197,9 @@ class WandbMirror:
             project=cfg.get("project", "fixedcode-study"), entity=cfg.get("entity"), name=run_name, group=group,
             job_type=job_type, tags=tags, dir=str(job.path), mode=resolve_wandb_mode(str(cfg.get("mode", "auto"))),
             config=config, id=run_id, resume="allow", reinit="finish_previous",
+            # The job's console is already kept whole in run.log (training/console.py); W&B's own
+            # capture would copy every progress-bar redraw through its wrapper during training.
+            settings=wandb.Settings(console="off"),
         )
         define_metrics(self.run)
 
