@@ -94,6 +94,10 @@ def job_key(overrides: Sequence[str] | str, ignore: Sequence[str] = ()) -> str:
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("job_key"):
         OmegaConf.register_new_resolver("job_key", job_key)
+    if not OmegaConf.has_resolver("cpu_precision"):  # conf/trainer/cpu.yaml (training/speed.py)
+        from .training.speed import cpu_precision
+
+        OmegaConf.register_new_resolver("cpu_precision", cpu_precision)
 
 
 register_resolvers()

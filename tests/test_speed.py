@@ -16,15 +16,26 @@ from fixedcode_study.errors import ConfigError
 from fixedcode_study.model import attention
 from fixedcode_study.training.job import compiles, job_fingerprint, run_job
 from fixedcode_study.training.plan import plan_batch
-from fixedcode_study.training.speed import loss_functions, resolve_compile, resolve_threads
+from fixedcode_study.training import speed
+from fixedcode_study.training.speed import loss_functions, native_bf16, resolve_compile, resolve_threads
 from fixedcode_study.training.task import LanguageModelTask
 
 TINY = ["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8", "train.val_points=2"]
 
 
-def test_cpu_default_is_bf16_mixed_and_auto_compile():
+def test_cpu_precision_where_bf16_wins(monkeypatch):
     cfg = compose([])
-    assert cfg.trainer.precision == "bf16-mixed" and cfg.train.compile == "auto"
+    assert cfg.trainer.precision == ("bf16-mixed" if native_bf16() else "32-true") and cfg.train.compile == "auto"
+    assert compose(TINY).trainer.precision == "32-true"  # d_model=64: the casts cost more than bf16 saves
+    assert compose(["trainer.precision=bf16-mixed", *TINY]).trainer.precision == "bf16-mixed"  # forced
+    monkeypatch.setattr(speed, "native_bf16", lambda: False)  # a CPU without bf16 instructions
+    assert speed.cpu_precision(2048) == "32-true"
+    monkeypatch.setattr(speed, "native_bf16", lambda: True)
+    assert speed.cpu_precision(128) == "bf16-mixed" and speed.cpu_precision(64) == "32-true"
+
+
+def test_compile_auto_by_job_size():
+    cfg = compose([])
     assert compiles(cfg, plan_batch(cfg))  # cpu_tiny at the default budget: 4.6e12 FLOPs, compiled
     small = compose(TINY)
     assert not compiles(small, plan_batch(small))  # a test-sized job is not worth a compile
@@ -58,8 +69,8 @@ def test_fingerprint_holds_compile_but_not_threads():
     assert job_fingerprint(compiled, plan_batch(compiled))["sha"] != fp["sha"]
     threads = compose([*TINY, "threads=1"])  # like trainer.devices: how, not what
     assert job_fingerprint(threads, plan_batch(threads))["sha"] == fp["sha"]
-    fp32 = compose([*TINY, "trainer.precision=32-true"])
-    assert job_fingerprint(fp32, plan_batch(fp32))["sha"] != fp["sha"]
+    bf16 = compose([*TINY, "trainer.precision=bf16-mixed"])
+    assert job_fingerprint(bf16, plan_batch(bf16))["sha"] != fp["sha"]
 
 
 def test_cpu_attention_scores_stay_fp32_under_bf16_autocast():
@@ -76,7 +87,7 @@ def test_cpu_attention_scores_stay_fp32_under_bf16_autocast():
 
 
 def test_bf16_mixed_step_runs_matmuls_in_bf16_and_the_loss_in_fp32():
-    cfg = compose(TINY)
+    cfg = compose([*TINY, "trainer.precision=bf16-mixed"])
     model = build_model(cfg.model, cfg.input, seed=1)
     task = LanguageModelTask(model, cfg.optim, 4, 8 * 64, torch.ones(cfg.model.vocab_size))
     seen = {}
@@ -93,7 +104,7 @@ def test_bf16_mixed_step_runs_matmuls_in_bf16_and_the_loss_in_fp32():
 
 
 def test_job_records_its_runtime(tmp_path):
-    cfg = compose([*TINY, f"out_root={tmp_path}", "threads=1"])
+    cfg = compose([*TINY, f"out_root={tmp_path}", "threads=1", "trainer.precision=bf16-mixed"])
     before = torch.get_num_threads()
     try:
         record = run_job(cfg, tmp_path / "job").record
