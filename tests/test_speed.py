@@ -82,6 +82,11 @@ def test_cpu_attention_scores_stay_fp32_under_bf16_autocast():
     expect = F.scaled_dot_product_attention(q.bfloat16().float(), k.bfloat16().float(), v.bfloat16().float(),
                                             is_causal=True)
     assert torch.equal(y, expect)
+    # As in the model: q and k come out of the fp32 rotary tables in fp32, v from a bf16 matmul.
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = attention(q, k, v.bfloat16(), gqa=False)
+    expect = F.scaled_dot_product_attention(q, k, v.bfloat16().float(), is_causal=True)
+    assert y.dtype == torch.float32 and torch.equal(y, expect)
     # Outside autocast (fp32 runs) it is exactly torch's attention.
     assert torch.equal(attention(q, k, v, gqa=False), F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
