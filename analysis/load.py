@@ -133,6 +133,9 @@ def job_record(results: dict, run: str, job_dir: Path) -> dict:
         "flops_per_token": flops_per_token(results),
         # the training source the run was computed with (results.json fingerprint.code_sha)
         "code_sha": ((results.get("fingerprint") or {}).get("code_sha") or "")[:12] or None,
+        # a job linked from a completed job of another study with the same fingerprint (record/reuse.py)
+        "reused_from": (results.get("reused_from") or {}).get("job_dir") if isinstance(
+            results.get("reused_from"), dict) else None,
     }
     for section in ("input_props", "params", "data", "final", "init"):
         value = results.get(section)
@@ -298,6 +301,11 @@ def build_study(collected: Collected) -> Study:
     jobs["data"] = jobs["data"].astype(object).where(jobs["data"].notna(), "<unknown>")
     jobs, label_props = assign_variants(jobs)
     jobs = exclude_repeated_seeds(jobs, notes)
+    reused = int(jobs.loc[jobs["included"], "reused_from"].notna().sum()) if "reused_from" in jobs else 0
+    if reused:
+        notes.append(f"{reused} included job(s) were not trained in their own study: each reuses a completed job "
+                     "with the same fingerprint (settings and training source) from another study, linked rather "
+                     "than retrained (results.json reused_from; tables/jobs.csv).")
     empty = pd.DataFrame({"step": pd.Series(dtype=float), "tokens": pd.Series(dtype=float),
                           "metric": pd.Series(dtype=object), "value": pd.Series(dtype=float),
                           "kind": pd.Series(dtype=object), "stderr": pd.Series(dtype=float),
@@ -339,12 +347,15 @@ def exclude_repeated_seeds(jobs: pd.DataFrame, notes: list[str]) -> pd.DataFrame
     """Count each (model, data, variant, seed) once.
 
     Studies share reference arms (learned and binary16 seeds 1-3 run in main, code_width,
-    controls, ...), and on CPU those runs are bitwise identical. Pooling them as separate seeds
-    would shrink standard errors by about sqrt(2) and inflate significance, so only the first
-    (by run path) is kept; the others are listed as excluded with the run they repeat.
+    controls, ...), and on CPU those runs are bitwise identical; a study run after another links
+    them instead of retraining (results.json `reused_from`). Pooling them as separate seeds would
+    shrink standard errors by about sqrt(2) and inflate significance, so only one is kept: a job
+    that was trained before one that reuses another's weights, then the first by run path. The
+    others are listed as excluded with the run they repeat.
     """
     key = ["model", "data", "variant", "seed"]
-    inc = jobs[jobs["included"]].sort_values("run")
+    reuse = jobs["reused_from"].notna() if "reused_from" in jobs else pd.Series(False, index=jobs.index)
+    inc = jobs[jobs["included"]].assign(_reuse=reuse).sort_values(["_reuse", "run"]).drop(columns="_reuse")
     repeated = inc[inc.duplicated(subset=key, keep="first")]
     if repeated.empty:
         return jobs

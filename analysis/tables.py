@@ -129,7 +129,7 @@ def jobs_table(study) -> pd.DataFrame:
     points = study.long[study.long["kind"].isin(["final", "eval"])]
     wide = points.pivot_table(index="run", columns="metric", values="value", aggfunc="first")
     keep = [c for c in ("run", "sweep", "job_key", "input", "variant", "model", "seed", "data", "code_sha", "status",
-                        "included", "reason", "tokens_seen", "params.total", "params.trainable",
+                        "included", "reason", "reused_from", "tokens_seen", "params.total", "params.trainable",
                         "params.input_trainable", "data.unigram_val_ppl") if c in study.jobs]
     return study.jobs[keep].merge(wide.reset_index(), on="run", how="left")
 

@@ -4,4 +4,6 @@
 - `checkpoint`: final weights as safetensors + config + tokenizer; `load_checkpoint` rebuilds the
   model and returns it with its tokenizer and the job's data settings.
 - `atomic`: the one atomic, durable writer every record file goes through.
+- `reuse`: never train the same job twice: a completed job of another study with the same fingerprint
+  is hard-linked into a new job directory instead of being retrained.
 """

@@ -28,7 +28,9 @@ results.json moves running -> completed | eval_failed | failed | preempted:
                re-running resumes it.
 
 `trained` (is_trained) means the final weights and numbers exist, whatever the status: a job
-stopped during evaluation is never trained twice. Every record carries the job's fingerprint
+stopped during evaluation is never trained twice. A job whose fingerprint equals a completed job's
+in another study is not trained at all: that job's final weights are hard-linked into its
+checkpoints/final/ and results.json `reused_from` names it (record/reuse.py). Every record carries the job's fingerprint
 (record/fingerprint.py). Each write is atomic (record/atomic.py) and happens under the job lock.
 """
 
@@ -65,6 +67,8 @@ WANDB_DIR = "wandb"
 # Not a job: analysis shows it as a marked reference row and never in a statistic.
 EXTERNAL_DIR, EXTERNAL_FILE = "external", "external.json"
 SAMPLES_FILE = "samples.json"
+# Where conf/config.yaml's hydra.sweep.dir / hydra.run.dir put jobs: <out_root>/<root>/<name>/<job_key>/.
+STUDY_ROOTS = ("multirun", "runs")
 
 
 class JobBusy(RuntimeError):

@@ -44,6 +44,7 @@ from ..errors import ConfigError
 from ..record import atomic
 from ..record.checkpoint import save_checkpoint
 from ..record.fingerprint import differences, fingerprint
+from ..record.reuse import adopt_completed
 from ..record.jobdir import (
     COMPLETED,
     EVAL_FAILED,
@@ -80,7 +81,7 @@ EVAL_IDENTITY = ("num_fewshot", "limit", "data_dir", "dtype", "batch_size", "bui
 
 @dataclass
 class JobOutcome:
-    action: str              # "trained" | "evaluated" | "skipped"
+    action: str              # "trained" | "evaluated" | "skipped" | "reused"
     record: dict[str, Any]   # the job's results.json as it now stands
 
     @property
@@ -275,6 +276,11 @@ def run_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = 
         try:
             if not fresh and previous and job.is_trained(previous):
                 return _finish_trained(cfg, job, dict(previous))
+            # A completed job of another study with this very fingerprint (settings and training
+            # source): linked in, not retrained (record/reuse.py); W&B and evaluation then follow.
+            adopted = None if fresh or previous else adopt_completed(job, cfg, overrides or [], current)
+            if adopted is not None:
+                return JobOutcome("reused", _finish_trained(cfg, job, adopted).record)
             return JobOutcome("trained", _train(cfg, job, overrides or [], plan, current, previous, fresh))
         except Preempted as stop:
             guard.chain(stop.signum)  # e.g. submitit's requeue, now that the record says `preempted`
@@ -298,7 +304,9 @@ def _finish_trained(cfg: DictConfig, job: JobDir, record: dict[str, Any]) -> Job
     rec.write(status=RUNNING, error=None)
     attempt_header(f"job {job.name}: already trained; " + ("evaluating" if wanted else "finishing its record"))
     try:
-        rec.open_mirror(cfg, record.get("config") or {})
+        # The run config as training gives it (a reused job opens a new W&B run here).
+        rec.open_mirror(cfg, {**(record.get("config") or {}), "input_props": record.get("input_props"),
+                              "params": record.get("params"), "fingerprint": (record.get("fingerprint") or {}).get("sha")})
         rec.sync_history()  # a stop between the final save and the end left curves unsent
         if wanted:
             say(f"[run] {job.name} already trained; running eval={cfg.eval.name} on its final checkpoint")
