@@ -19,7 +19,7 @@ launching any (compose + shapes-only build, so a bad combination stops the study
 after the first hour), counts jobs with Hydra's own BasicSweeper expansion, and prints the cost.
 
 `-v` / `--verbose` keeps every job's library output (Lightning, W&B, lm-eval) on the terminal;
-without it each job shows one progress bar and one result line, the rest going to <job>/run.log
+without it each job shows a progress bar (or a start line when jobs run side by side) and a result line, the rest going to <job>/run.log
 (training/console.py).
 
 Extra overrides replace a grid key of the same name (`seed=1`, `model=test_micro`) or are added

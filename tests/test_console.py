@@ -68,7 +68,7 @@ def test_terminal_shows_a_bar_and_a_result_line_and_the_log_holds_the_rest(outsi
 
 
 def test_verbose_brings_the_noise_back(outside):
-    proc = run_cli(["-v", "-m", *TINY, f"out_root={outside}", "name=loud"], outside)
+    proc = run_cli(["-v", "-m", *TINY, f"out_root={outside}", "name=loud", "reuse=false"], outside)
     shown = proc.stdout + proc.stderr
     assert proc.returncode == 0, shown[-3000:]
     for noise in ("GPU available", "wandb: Tracking run", "wandb: Run history"):

@@ -194,7 +194,7 @@ def test_sigterm_outside_the_training_loop_records_preempted_and_exits_143(tmp_p
 
 
 def test_sweep_stops_with_143_when_preempted(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "fixedcode_study.sweep", "main", *SHORT, f"out_root={tmp_path}"],
+    proc = subprocess.Popen([sys.executable, "-m", "fixedcode_study.sweep", "main", *SHORT, "hydra/launcher=basic", f"out_root={tmp_path}"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _wait_until(lambda: len(list(tmp_path.glob("**/results.json"))) >= 2, proc)  # the second job started
     proc.send_signal(signal.SIGTERM)  # to the launcher only: it forwards to the running grid

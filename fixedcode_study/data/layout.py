@@ -12,6 +12,7 @@ an in-memory preparation (prepare.py) and a pre-tokenized directory (shards.py).
     manifest.json     a finished pre-tokenized directory's shard list (written last)
     plan.json         a pre-tokenized directory's settings and pieces (written first)
     shards/           a pre-tokenized directory's per-piece files
+    ../.<name>.lock   beside the folder: held while one process builds it (prepare.py)
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from ..record.jobdir import LOCK_FILE
 
 TRAIN_TOKENS = "train.bin"
 VAL_TOKENS = "val.bin"
@@ -29,6 +32,12 @@ VAL_DOCS = "val_docs.jsonl"
 MANIFEST = "manifest.json"
 PLAN = "plan.json"
 SHARDS = "shards"
+
+
+def build_lock(root: str | Path) -> Path:
+    """The lock file held while `root` is being built, beside it (the folder itself appears by rename)."""
+    root = Path(root)
+    return root.parent / f".{root.name}{LOCK_FILE}"  # the same lock suffix as a job directory's
 
 
 def shard_files(root: str | Path, index: int) -> dict[str, Path]:

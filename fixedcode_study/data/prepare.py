@@ -8,7 +8,11 @@ Preparation (once per (corpus, tokenizer settings)):
   4. write `meta.json` (counts, bytes, unigram perplexity of the validation split),
      `token_bytes.npy` (UTF-8 bytes per token, for bits-per-byte) and `val_docs.jsonl`.
 Everything is built in a temporary directory and renamed into place, so concurrent jobs never
-see (or corrupt) a half-written cache; the loser of a race simply discards its copy.
+see (or corrupt) a half-written cache; the loser of a race simply discards its copy. Building is
+also serialised by a lock file beside the cache (`_building`): jobs started side by side (a
+parallel sweep, several sweeps at once) wait for the first one's cache instead of tokenizing the
+same corpus at the same time, and a sharded cache (which is completed in place, piece by piece) is
+never pre-tokenized by two processes at once.
 
 Large sources (`hf`, `mixture`) are pre-tokenized into shards instead (shards.py), in the
 same cache; `source: pretokenized` trains from a directory the pretokenize command wrote. Both
@@ -27,9 +31,10 @@ import json
 import math
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -228,12 +233,15 @@ def _prepare_sharded(cfg: Mapping[str, Any], progress: bool) -> PreparedData:
 
     out = default_out_dir(cfg)
     manifest = layout.read_manifest(out)
-    if manifest is None:
-        pretokenize(cfg, out, workers=int(cfg.get("workers") or 0), progress=progress)
-    elif "val_segments" not in manifest:
-        # A cache from before the held-out split was stratified by stream: rebuilt from its own
-        # shards (no network, unlike planning the sources again), identically by concurrent jobs.
-        restratify(out)
+    if manifest is None or "val_segments" not in manifest:
+        with _building(out, progress):
+            manifest = layout.read_manifest(out)  # another process may have finished it meanwhile
+            if manifest is None:
+                pretokenize(cfg, out, workers=int(cfg.get("workers") or 0), progress=progress)
+            elif "val_segments" not in manifest:
+                # A cache from before the held-out split was stratified by stream: rebuilt from its
+                # own shards (no network, unlike planning the sources again).
+                restratify(out)
     weights = {name: entry.get("weight", 1.0) for name, entry in (cfg.get("mixture") or {}).items()}
     return load_pretokenized(out, cfg.get("vocab_size"), weights or None, field="data")
 
@@ -276,7 +284,37 @@ def prepare(cfg: Mapping[str, Any], progress: bool = True) -> PreparedData:
     final = cache_root / f"{source}-{key}"
     if (cached := layout.read_meta(final)) is not None:
         return PreparedData(final, cached)
+    with _building(final, progress):
+        if (cached := layout.read_meta(final)) is not None:  # built by the process we waited for
+            return PreparedData(final, cached)
+        return _prepare_in_memory(cfg, source, docs, settings, key, final, vocab_size, progress)
 
+
+@contextmanager
+def _building(cache: Path, progress: bool) -> Iterator[None]:
+    """Hold the lock file beside `cache` (.<name>.lock) while building it; wait for another holder.
+    flock: released when the holder exits, also when it is killed, so no stale lock survives."""
+    import fcntl
+
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with open(layout.build_lock(cache), "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                print(f"[data] waiting for another process that is preparing {cache}", flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        except OSError:  # a filesystem without flock (some Lustre mounts): build unserialised, as before
+            yield
+            return
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _prepare_in_memory(cfg: Mapping[str, Any], source: str, docs: list[Document], settings: dict[str, Any],
+                       key: str, final: Path, vocab_size: int, progress: bool) -> PreparedData:
     t0 = time.time()
     say = print if progress else (lambda *a, **k: None)
     # Built in a temporary folder and renamed into place: readers see the whole cache or none of

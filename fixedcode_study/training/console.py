@@ -17,6 +17,10 @@ its postfix, no bar per validation pass) writes to the terminal too.
 FIXEDCODE_VERBOSE=1 in the environment (inherited by a sweep's jobs and by distributed ranks),
 leaves every library's output on the terminal as before; logging records still reach run.log.
 Under trainer=ddp_spawn the spawned rank 0 cannot reach the terminal, so its bar lands in run.log.
+
+Jobs side by side (hydra/launcher=parallel, training/launcher.py) would interleave their bars: the
+launcher sets FIXEDCODE_PROGRESS_BARS=0 for its workers, and each job then shows one start line
+(`attempt_header`, when it trains or evaluates) and its result line instead of a bar.
 """
 
 from __future__ import annotations
@@ -35,10 +39,11 @@ from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 from ..errors import ConfigError
 from ..record.jobdir import JobBusy
 
-__all__ = ["VERBOSE_ENV", "JobProgressBar", "attempt_header", "is_verbose", "job_console", "say",
-           "take_verbose_flag", "terminal", "terminal_stdout"]
+__all__ = ["BARS_ENV", "VERBOSE_ENV", "JobProgressBar", "attempt_header", "bars_enabled", "is_verbose",
+           "job_console", "say", "take_verbose_flag", "terminal", "terminal_stdout"]
 
 VERBOSE_ENV = "FIXEDCODE_VERBOSE"
+BARS_ENV = "FIXEDCODE_PROGRESS_BARS"  # "0": no bars, a start line per job instead (parallel workers)
 VERBOSE_FLAGS = ("-v", "--verbose")
 LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"  # Hydra's job_logging format
 
@@ -49,6 +54,13 @@ def attempt_header(what: str) -> None:
     """The line that opens one attempt's output in the job's log (the log keeps every attempt)."""
     routed = f"library output follows; -v or {VERBOSE_ENV}=1 shows it on the terminal"
     log.info("%s (pid %d); %s", what, os.getpid(), routed if _active is not None else "output left on the terminal")
+    if not bars_enabled():  # jobs side by side: a start line on the terminal instead of a bar
+        say(f"[run] {what} (pid {os.getpid()})", log=False)
+
+
+def bars_enabled() -> bool:
+    """Progress bars on the terminal (off in the workers of hydra/launcher=parallel: BARS_ENV=0)."""
+    return os.environ.get(BARS_ENV, "").strip().lower() not in ("0", "false", "no", "off")
 
 
 def is_verbose() -> bool:
@@ -237,7 +249,7 @@ class JobProgressBar(ProgressBar):
         self._enabled = True
 
     def on_train_start(self, trainer, pl_module) -> None:
-        if not self._enabled:
+        if not self._enabled or not bars_enabled():
             return
         from tqdm.std import tqdm
 
