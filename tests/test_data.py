@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
+from fixedcode_study.data import layout
 from fixedcode_study.data.batches import GlobalBatchOrder, RandomWindowBatches, ValidationWindows
 from fixedcode_study.data.prepare import prepare
 
@@ -78,8 +79,10 @@ def test_concurrent_preparation_leaves_one_valid_cache(tmp_path):
         assert p.exitcode == 0
     roots = {queue.get(timeout=5) for _ in procs}
     assert len(roots) == 1
-    entries = [p.name for p in (tmp_path / "cache").iterdir()]
-    assert entries == [Path(roots.pop()).name]  # no temporary directories left behind
+    root = Path(roots.pop())
+    # no temporary directories left behind; the build lock beside the cache (flock) stays by design
+    entries = [p.name for p in (tmp_path / "cache").iterdir() if p != layout.build_lock(root)]
+    assert entries == [root.name]
     assert json.loads((tmp_path / "cache" / entries[0] / "meta.json").read_text())["val_tokens"] > 0
 
 
