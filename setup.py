@@ -26,8 +26,8 @@ def data_packages(folder: str) -> list[str]:
     return [f"fixedcode_study.{folder}"] + [".".join(("fixedcode_study", folder, *parts)) for parts in subs]
 
 
-packages = find_packages(include=["fixedcode_study", "fixedcode_study.*", "analysis", "analysis.*"])
-package_data = {"analysis": ["*.csv"]}  # reference_results.csv (python -m analysis --reference)
+packages = find_packages(include=["fixedcode_study", "fixedcode_study.*"])  # not the checkout-only analysis/ alias
+package_data = {"fixedcode_study.analysis.tables": ["*.csv"]}  # reference_results.csv (analyze --reference)
 for folder, patterns in DATA.items():
     for name in data_packages(folder):
         packages.append(name)

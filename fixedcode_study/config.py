@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
+from .hardware import cpu_precision
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = PACKAGE_DIR.parent  # the checkout, in a source tree or an editable install
@@ -94,9 +95,7 @@ def job_key(overrides: Sequence[str] | str, ignore: Sequence[str] = ()) -> str:
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("job_key"):
         OmegaConf.register_new_resolver("job_key", job_key)
-    if not OmegaConf.has_resolver("cpu_precision"):  # conf/trainer/cpu.yaml (training/speed.py)
-        from .training.speed import cpu_precision
-
+    if not OmegaConf.has_resolver("cpu_precision"):  # conf/trainer/cpu.yaml (hardware.py)
         OmegaConf.register_new_resolver("cpu_precision", cpu_precision)
 
 

@@ -1,4 +1,5 @@
-"""One exception type for bad user input, so every entry point can print it as one line."""
+"""The exceptions every layer may raise: bad user input (one line, naming the field and the fix), and a
+job directory that another process holds."""
 
 
 class ConfigError(ValueError):
@@ -11,3 +12,7 @@ class ConfigError(ValueError):
     def __reduce__(self):
         # Rebuild from the three parts, so the error survives a trip through a worker process.
         return (ConfigError, (self.field, self.problem, self.fix))
+
+
+class JobBusy(RuntimeError):
+    """Another process holds the job's lock (record/jobdir.py takes it; the console passes it through)."""

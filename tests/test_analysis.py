@@ -1,7 +1,7 @@
 """Tests for the analysis package (issues 5 and 12): synthetic run directories with known numbers -> report.
 
 The expected cells below are computed by hand from the numbers in tests/helpers/analysis.py;
-CIs, dofs and p-values are checked against scipy independently of analysis.stats. The statistics
+CIs, dofs and p-values are checked against scipy independently of fixedcode_study.analysis.stats.core. The statistics
 (paired t, TOST, Holm, effect sizes, variance components) have their own files:
 tests/test_analysis_stats.py, test_analysis_pairing.py, test_analysis_variance.py, test_analysis_studies.py.
 """
@@ -25,20 +25,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root until 
 
 from helpers import analysis as fx
 
-from analysis.__main__ import main as cli_main
-from analysis.equivalence import verdict
-from analysis.figures_summary import CODE_WIDTH, MODEL_SIZE, SCALE, sweep_points
-from analysis.load import (
+from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.analysis.stats.equivalence import verdict
+from fixedcode_study.analysis.figures.summary import CODE_WIDTH, MODEL_SIZE, SCALE, sweep_points
+from fixedcode_study.analysis.read.runs import (
     Collected,
     build_study,
-    eval_rows,
     load_run_dirs,
     results_to_frames,
 )
-from analysis.numfmt import decimals_for
-from analysis.report import write_report
-from analysis.stats import lower_is_better, welch_compare
-from analysis.wandb_source import history_to_curves, results_from_wandb
+from fixedcode_study.analysis.read.records import eval_rows
+from fixedcode_study.analysis.tables.numfmt import decimals_for
+from fixedcode_study.analysis.report import write_report
+from fixedcode_study.analysis.stats.core import lower_is_better, welch_compare
+from fixedcode_study.analysis.read.wandb import history_to_curves, results_from_wandb
 
 REPO = Path(__file__).resolve().parents[1]
 PM = "±"
@@ -476,8 +476,8 @@ def test_a_run_repeated_in_two_studies_is_counted_once(tmp_path):
 
 
 def test_baseline_is_one_learned_variant_never_a_pool_of_them(tmp_path):
-    from analysis.comparisons import Plan, compare
-    from analysis.grouping import comparison_points
+    from fixedcode_study.analysis.stats.comparisons import Plan, compare
+    from fixedcode_study.analysis.stats.grouping import comparison_points
 
     main = fx.build_main_sweep(tmp_path)
     for seed in (1, 2, 3):  # a second learned variant (another init) in the same study

@@ -18,14 +18,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import analysis as fx
 
-from analysis.__main__ import main as cli_main
-from analysis.figures import included_curve
-from analysis.load import load_run_dirs
-from analysis.pairing import (
+from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.analysis.figures.curves import included_curve
+from fixedcode_study.analysis.read.records import is_crn
+from fixedcode_study.analysis.read.runs import load_run_dirs
+from fixedcode_study.analysis.stats.pairing import (
     WHY_FEW_PAIRS,
     WHY_NOT_CRN,
     compare_arms,
-    is_crn,
     matched_pairs,
     paired_curve_gap,
 )

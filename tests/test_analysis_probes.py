@@ -1,4 +1,4 @@
-"""Representation probes in the report (analysis.probes, tables_probes, figures_probes).
+"""Representation probes in the report (fixedcode_study.analysis.read.probes, tables_probes, figures_probes).
 
 Synthetic probes.json / probes_cross.json files follow fixedcode_study/probing/run.py's schema exactly,
 with known values (the formulas below), beside the synthetic jobs of tests/helpers/analysis.py.
@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import analysis as fx
 
-from analysis.figures_probes import probe_training_figure
-from analysis.load import load_run_dirs
-from analysis.probes import ProbeData, load_probes
-from analysis.report import write_report
+from fixedcode_study.analysis.figures.probes import probe_training_figure
+from fixedcode_study.analysis.read.runs import load_run_dirs
+from fixedcode_study.analysis.read.probes import ProbeData, load_probes
+from fixedcode_study.analysis.report import write_report
 
 PM = "±"
 LAYERS = ["input", "block1", "block2", "final_norm"]
@@ -359,7 +359,7 @@ def test_training_figure_needs_snapshots(probed, tmp_path):
 
 
 def test_study_without_probes_renders_exactly_as_before(tmp_path, monkeypatch):
-    import analysis.report as report_module
+    import fixedcode_study.analysis.report as report_module
 
     sweep = fx.build_main_sweep(tmp_path)
     write_report(load_run_dirs([sweep]), tmp_path / "with_probe_code")

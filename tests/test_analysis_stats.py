@@ -20,11 +20,11 @@ from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root until pyproject adds it
 
-from analysis.comparisons import Plan, compare, parse_pairs
-from analysis.equivalence import Margins, default_margin, parse_margin, tost_p
-from analysis.errors import AnalysisError
-from analysis.metricinfo import on_log_scale
-from analysis.stats import holm, paired_compare, welch_compare
+from fixedcode_study.analysis.stats.comparisons import Plan, compare, parse_pairs
+from fixedcode_study.analysis.stats.equivalence import Margins, default_margin, parse_margin, tost_p
+from fixedcode_study.analysis.errors import AnalysisError
+from fixedcode_study.analysis.stats.metrics import on_log_scale
+from fixedcode_study.analysis.stats.core import holm, paired_compare, welch_compare
 
 RNG_SEED = 20261130
 

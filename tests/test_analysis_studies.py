@@ -19,19 +19,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import analysis as fx
 
-from analysis.__main__ import main as cli_main
-from analysis.figstyle import style_context
-from analysis.figures import (
+from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.analysis.figures.style import style_context
+from fixedcode_study.analysis.figures.curves import (
     _curve_figure,
     included_curve,
     variant_order,
     variant_styles,
 )
-from analysis.figures_gap import size_points
-from analysis.load import load_run_dirs
-from analysis.report import ReportOptions, build_tables
-from analysis.tables_code import bit_ranges
-from analysis.tuning import grid as tuning_grid
+from fixedcode_study.analysis.figures.gap import size_points
+from fixedcode_study.analysis.read.runs import load_run_dirs
+from fixedcode_study.analysis.report import ReportOptions, build_tables
+from fixedcode_study.analysis.tables.code import bit_ranges
+from fixedcode_study.analysis.stats.tuning import grid as tuning_grid
 
 PM = "±"
 

@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import analysis as fx
 
-from analysis.load import load_run_dirs
-from analysis.tables_variance import variance_rows, variance_table
-from analysis.variance import complete_grid, components, decompose, mean_squares
+from fixedcode_study.analysis.read.runs import load_run_dirs
+from fixedcode_study.analysis.tables.variance import variance_rows, variance_table
+from fixedcode_study.analysis.stats.variance import complete_grid, components, decompose, mean_squares
 
 
 def crossed(rng, n_m: int, n_s: int, sd_m: float, sd_s: float, sd_e: float) -> np.ndarray:
@@ -121,7 +121,7 @@ def test_a_missing_job_shrinks_the_grid_and_says_so(tmp_path):
 def test_measured_code_statistics_never_name_a_variant():
     """The code's measured statistics change with the matrix, but the matrix seed is the design choice:
     even when a statistic's column comes first, the label must be matrix_seed."""
-    from analysis.variants import label_props_for
+    from fixedcode_study.analysis.read.variants import label_props_for
 
     jobs = pd.DataFrame({"input_props.hamming_mean": [8.0, 8.1, 8.2] * 2,
                          "input_props.constant_bits": ["[]", "[3]", "[]"] * 2,

@@ -17,7 +17,7 @@ import torch
 
 from fixedcode_study import accounting
 from fixedcode_study.accounting import flops_per_token, matmul_params, parameter_groups
-from fixedcode_study.bench import main as bench_main
+from fixedcode_study.cli.bench import main as bench_main
 from fixedcode_study.build import build_model
 from fixedcode_study.model import ModelConfig
 from fixedcode_study.systems.bench import (

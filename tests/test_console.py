@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fixedcode_study.record.jobdir import JOB_LOG_FILE
-from fixedcode_study.training.console import VERBOSE_ENV, take_verbose_flag
+from fixedcode_study.console import VERBOSE_ENV, take_verbose_flag
 
 TINY = ["model=test_micro", "train.tokens=2048", "train.batch_size=8", "train.val_points=3", "logger=wandb"]
 NOISE = ["💡 Tip", "GPU available", "TPU available", "wandb:", "DeprecationWarning", "UserWarning", "is deprecated",

@@ -11,7 +11,7 @@ from fixedcode_study.accounting import flops_per_token
 from fixedcode_study.build import build_model, flop_matched_tokens, resolve_input_references
 from fixedcode_study.config import CONFIG_DIR, load_option
 from fixedcode_study.config import compose as compose_config
-from fixedcode_study.describe import describe
+from fixedcode_study.cli.describe import describe
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.inputs import build_input
 from fixedcode_study.model import ModelConfig

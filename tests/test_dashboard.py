@@ -15,10 +15,10 @@ import socket
 import pandas as pd
 import pytest
 
-from analysis import dashboard
-from analysis.__main__ import main
-from analysis.errors import AnalysisError
-from analysis.load import build_study, collect_run_dirs
+from fixedcode_study.analysis import dashboard
+from fixedcode_study.analysis.__main__ import main
+from fixedcode_study.analysis.errors import AnalysisError
+from fixedcode_study.analysis.read.runs import build_study, collect_run_dirs
 from fixedcode_study.record.jobdir import JobDir
 from fixedcode_study.training.loggers import (
     WandbMirror,

@@ -119,7 +119,7 @@ def test_lm_eval_cli_runs_our_model_with_generated_task_folder(trained, tmp_path
         "--include_path", str(folder.include_path), "--limit", "2", "--batch_size", "4", "--device", "cpu",
         "--output_path", str(tmp_path / "out"),
     ])
-    runpy.run_module("fixedcode_study.lm_eval_model", run_name="__main__")
+    runpy.run_module("fixedcode_study.cli.lm_eval_model", run_name="__main__")
     table = capsys.readouterr().out
     assert "hellaswag" in table and "acc_norm" in table and "word_perplexity" in table
     saved = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())
@@ -181,7 +181,7 @@ def test_missing_mirror_file_names_the_file(tmp_path):
 
 
 def test_cli_without_a_suite_or_checkpoint_exits_2_with_one_line(trained, capsys):
-    from fixedcode_study.evaluate import main
+    from fixedcode_study.cli.evaluate import main
 
     ckpt, _ = trained
     for args in ([f"checkpoint={ckpt}"], ["eval=builtin"]):

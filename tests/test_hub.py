@@ -159,8 +159,8 @@ def outside_llama(tmp_path_factory):
 
 
 def test_an_outside_llama_is_evaluated_into_a_reference_row_beside_trained_runs(outside_llama, tmp_path):
-    from analysis.load import load_run_dirs
-    from analysis.report import write_report
+    from fixedcode_study.analysis.read.runs import load_run_dirs
+    from fixedcode_study.analysis.report import write_report
 
     from fixedcode_study.config import compose
     from fixedcode_study.training.job import train_job
@@ -234,8 +234,8 @@ def test_export_refuses_to_overwrite_and_names_bad_fields(exported, tmp_path, ca
 def test_samples_of_a_study_reach_the_report_only_while_they_describe_the_job(exported, tmp_path, capsys):
     import shutil
 
-    from analysis.load import load_run_dirs
-    from analysis.report import write_report
+    from fixedcode_study.analysis.read.runs import load_run_dirs
+    from fixedcode_study.analysis.report import write_report
 
     ckpt_dir, _, _ = exported["gf2"]
     job = tmp_path / "study" / "input=gf2,seed=1"

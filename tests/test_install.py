@@ -117,7 +117,7 @@ def test_wheel_metadata_has_the_scripts_and_dev_extra(wheel, wheel_names):
         dist = next(n.split("/")[0] for n in wheel_names if n.endswith(".dist-info/METADATA"))
         metadata = zf.read(f"{dist}/METADATA").decode()
         scripts = zf.read(f"{dist}/entry_points.txt").decode()
-    assert "fixedcode-run = fixedcode_study.run:cli" in scripts and "fixedcode-sweep" in scripts
+    assert "fixedcode-run = fixedcode_study.cli.run:cli" in scripts and "fixedcode-sweep" in scripts
     assert any(line.startswith("Requires-Dist: statsmodels") and 'extra == "dev"' in line
                for line in metadata.splitlines())
 

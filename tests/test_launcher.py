@@ -20,7 +20,7 @@ import pytest
 from helpers.distributed import cli, results, start, stop
 
 from fixedcode_study.config import compose
-from fixedcode_study.training.launcher import available_cores, plan_workers
+from fixedcode_study.studies.launcher import available_cores, plan_workers
 
 SMALL = ["model=test_micro", "logger=csv", "train.tokens=8192", "train.batch_size=8"]
 TRAINING = re.compile(r"^\[run\] job (\S+): training, attempt (\d+) \(pid (\d+)\)$")

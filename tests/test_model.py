@@ -11,7 +11,7 @@ import torch
 
 from fixedcode_study.build import build_model
 from fixedcode_study.config import compose as compose_config
-from fixedcode_study.describe import describe
+from fixedcode_study.cli.describe import describe
 
 PAPER_TABLE = 49_152 * 2_048
 

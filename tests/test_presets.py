@@ -10,7 +10,7 @@ import yaml
 from fixedcode_study.config import CONFIG_DIR
 from fixedcode_study.config import available
 from fixedcode_study.config import compose as compose_config
-from fixedcode_study.describe import describe, ladder_markdown
+from fixedcode_study.cli.describe import describe, ladder_markdown
 from fixedcode_study.model import ModelConfig
 from fixedcode_study.accounting import body_params
 

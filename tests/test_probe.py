@@ -105,7 +105,7 @@ def test_cross_model_cka_has_known_answers(probed_study):
 
 
 def test_probe_settings_errors_are_one_line(probed_study, capsys):
-    from fixedcode_study.probe import main
+    from fixedcode_study.cli.probe import main
 
     for args, field in [([f"checkpoint={probed_study}", "probe.train_fraction=1.0"], "probe.train_fraction"),
                         ([f"checkpoint={probed_study / 'nope'}"], "checkpoint"),

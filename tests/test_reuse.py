@@ -252,7 +252,7 @@ def test_eval_on_a_reused_job_evaluates_it_in_its_own_directory(studies):
 
 
 def test_analysis_counts_a_job_and_its_reuse_once(studies):
-    from analysis.load import load_run_dirs
+    from fixedcode_study.analysis.read.runs import load_run_dirs
 
     root = studies["root"] / "multirun"
     study = load_run_dirs([root / "a", root / "b"])

@@ -16,8 +16,9 @@ from fixedcode_study.errors import ConfigError
 from fixedcode_study.model import attention
 from fixedcode_study.training.job import compiles, job_fingerprint, run_job
 from fixedcode_study.training.plan import plan_batch
-from fixedcode_study.training import speed
-from fixedcode_study.training.speed import loss_functions, native_bf16, resolve_compile, resolve_threads
+from fixedcode_study import hardware
+from fixedcode_study.hardware import native_bf16
+from fixedcode_study.training.speed import loss_functions, resolve_compile, resolve_threads
 from fixedcode_study.training.task import LanguageModelTask
 
 TINY = ["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8", "train.val_points=2"]
@@ -28,10 +29,10 @@ def test_cpu_precision_where_bf16_wins(monkeypatch):
     assert cfg.trainer.precision == ("bf16-mixed" if native_bf16() else "32-true") and cfg.train.compile == "auto"
     assert compose(TINY).trainer.precision == "32-true"  # d_model=64: the casts cost more than bf16 saves
     assert compose(["trainer.precision=bf16-mixed", *TINY]).trainer.precision == "bf16-mixed"  # forced
-    monkeypatch.setattr(speed, "native_bf16", lambda: False)  # a CPU without bf16 instructions
-    assert speed.cpu_precision(2048) == "32-true"
-    monkeypatch.setattr(speed, "native_bf16", lambda: True)
-    assert speed.cpu_precision(128) == "bf16-mixed" and speed.cpu_precision(64) == "32-true"
+    monkeypatch.setattr(hardware, "native_bf16", lambda: False)  # a CPU without bf16 instructions
+    assert hardware.cpu_precision(2048) == "32-true"
+    monkeypatch.setattr(hardware, "native_bf16", lambda: True)
+    assert hardware.cpu_precision(128) == "bf16-mixed" and hardware.cpu_precision(64) == "32-true"
 
 
 def test_compile_auto_by_job_size():

@@ -188,7 +188,7 @@ def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
     assert abs(matched["params"]["trainable"] / by_input["learned"]["params"]["trainable"] - 1) <= 0.01
     assert matched["input_props"]["size_match_d_ff"] > matched["input_props"]["size_match_base_d_ff"]
 
-    from analysis.load import load_run_dirs
+    from fixedcode_study.analysis.read.runs import load_run_dirs
 
     loaded = load_run_dirs([study_dir])
     assert set(loaded.jobs["input"]) == set(inputs) and loaded.jobs["included"].all()

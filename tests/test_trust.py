@@ -143,7 +143,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def test_wandb_history_equals_metrics_csv_after_two_sigkills(tmp_path):
-    from analysis.wandb_source import results_from_wandb
+    from fixedcode_study.analysis.read.wandb import results_from_wandb
 
     args = [a for a in TINY if a != "logger=csv"] + ["logger=wandb", "checkpoint.every_steps=4",
                                                       "checkpoint.keep_every_steps=4", f"out_root={tmp_path}"]

@@ -12,7 +12,7 @@ from fixedcode_study.accounting import body_params, parameter_groups
 from fixedcode_study.build import build_model, resolve_input_references, trainable_params
 from fixedcode_study.config import available, load_option
 from fixedcode_study.config import compose as compose_config
-from fixedcode_study.describe import describe
+from fixedcode_study.cli.describe import describe
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.inputs import FixedCode, build_input, input_trainable_params, minimal_code_width
 from fixedcode_study.inputs.gf2 import gf2_rank, matrix_sha256, sample_constrained
@@ -240,7 +240,7 @@ def test_invalid_combinations_fail_fast_with_one_line(overrides, field):
 
 
 def test_describe_cli_reports_config_error_as_one_line(capsys):
-    from fixedcode_study.describe import main
+    from fixedcode_study.cli.describe import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["model=cpu_tiny", "input=learned_lowdim", "input.code_width=256"])

@@ -1,6 +1,6 @@
 """Our checkpoints as an lm-evaluation-harness model, registered as `fixedcode`.
 
-    from fixedcode_study.evaluation.lm import FixedCodeLM
+    from .lm import FixedCodeLM
     lm = FixedCodeLM(checkpoint="outputs/runs/main/defaults/checkpoints/final", batch_size=32)
     lm_eval.simple_evaluate(model=lm, tasks=[...])
 

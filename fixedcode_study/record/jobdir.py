@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ..errors import JobBusy  # noqa: F401  (raised here; importers may take it from either)
 from . import atomic
 
 SCHEMA_VERSION = 1
@@ -69,10 +70,6 @@ EXTERNAL_DIR, EXTERNAL_FILE = "external", "external.json"
 SAMPLES_FILE = "samples.json"
 # Where conf/config.yaml's hydra.sweep.dir / hydra.run.dir put jobs: <out_root>/<root>/<name>/<job_key>/.
 STUDY_ROOTS = ("multirun", "runs")
-
-
-class JobBusy(RuntimeError):
-    """Another process holds the job's lock."""
 
 
 class JobDir:

@@ -41,7 +41,7 @@ from typing import Any, Mapping
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from ..training.console import say
+from ..console import say
 from . import atomic
 from .jobdir import COMPLETED, RESULTS_FILE, RUNNING, STUDY_ROOTS, JobDir
 

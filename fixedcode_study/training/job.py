@@ -55,7 +55,7 @@ from ..record.jobdir import (
     JobDir,
     versions,
 )
-from .console import JobProgressBar, attempt_header, say, terminal_stdout
+from ..console import JobProgressBar, attempt_header, say, terminal_stdout
 from .loggers import LongCSVLogger, WandbMirror
 from .plan import BatchPlan, plan_batch
 from .resume import (

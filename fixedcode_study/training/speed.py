@@ -2,7 +2,7 @@
 
 Precision is the trainer's (`trainer.precision`, Lightning's own plugin: `bf16-mixed` autocasts
 the matmuls to bf16, with weights, optimizer state, attention scores, the loss, the softmax and the
-validation sums in fp32). On CPU, conf/trainer/cpu.yaml asks `cpu_precision` below, which picks
+validation sums in fp32). On CPU, conf/trainer/cpu.yaml asks `hardware.cpu_precision`, which picks
 bf16-mixed where it wins: a CPU with bf16 matmul instructions (AMX-BF16 or AVX512-BF16; elsewhere
 bf16 is emulated and slower) and d_model >= 128. Measured on a 2-core AMX box (bench --settings):
 at d_model=64 (test_micro) eager bf16 steps are 1.6x slower than fp32 (the casts cost more than the
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import torch
@@ -46,22 +45,6 @@ from ..errors import ConfigError
 
 THREADS_ENV = "FIXEDCODE_THREADS_PER_JOB"  # set by the parallel launcher for its workers
 COMPILE_CHOICES = (True, False, "auto")
-CPU_BF16_MIN_D_MODEL = 128  # below it the autocast casts cost more than bf16 matmuls save (docstring)
-
-
-@lru_cache(maxsize=1)
-def native_bf16() -> bool:
-    """Whether this CPU has bf16 matmul instructions (Linux cpuinfo flags amx_bf16 / avx512_bf16)."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        return False
-    return bool(flags & {"amx_bf16", "avx512_bf16"})
-
-
-def cpu_precision(d_model: Any) -> str:
-    """The CPU trainer's precision for a model of this width: bf16-mixed where it wins, else 32-true."""
-    return "bf16-mixed" if native_bf16() and int(d_model) >= CPU_BF16_MIN_D_MODEL else "32-true"
 
 
 def resolve_threads(setting: Any) -> int:

@@ -1,0 +1,157 @@
+"""Gap figures: how far each variant trails (or leads) the baseline, in validation bits per byte.
+
+1. Gap vs training tokens, from the val/bpb curves: per variant, variant minus baseline with a
+   95% CI band over seeds (fixedcode_study.analysis.stats.pairing.paired_curve_gap: paired differences where runs
+   record common random numbers, Welch otherwise; steps are aligned, never assumed evenly spaced).
+2. Gap vs model size / compute for studies over several model presets: the final val_bpb
+   difference per model with its 95% CI (the comparisons' own test), against the baseline's
+   trainable parameters and, when records carry flops_per_token, training FLOPs
+   (flops_per_token x tokens_seen).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib import ticker
+
+from ..stats.comparisons import Plan, compare, resolve
+from .style import (
+    BAND_ALPHA,
+    FigureFile,
+    human_number,
+    legend_outside,
+    line_kwargs,
+    log_axis,
+    new_figure,
+    save,
+)
+from .curves import (
+    context_title,
+    included_curve,
+    ordered_contexts,
+    panel_groups,
+    variant_order,
+    variant_styles,
+)
+from ..stats.grouping import comparison_points, context_columns, context_mask
+
+METRIC = "val_bpb"
+CURVE = "val/bpb"
+
+
+def _zero_line(ax) -> None:
+    ax.axhline(0.0, color="#000000", linewidth=0.8, linestyle="-", zorder=1)
+
+
+def gap_vs_tokens_figure(study, out_dir: Path, baseline: str) -> FigureFile | None:
+    curve = included_curve(study, CURVE)
+    if curve.empty:
+        return None
+    context = context_columns(study.jobs)
+    styles = variant_styles(study)
+    panels = []
+    jobs = study.included_jobs
+    for key in ordered_contexts(study):
+        part = curve[context_mask(curve, context, key)]
+        base = resolve(baseline, jobs[context_mask(jobs, context, key) & jobs["run"].isin(part["run"])])
+        if base is None:
+            continue
+        others = [v for v in variant_order(study) if v in set(part["variant"]) and v != base]
+        panels += [(key, title, [v for v in members if v != base], part, base)
+                   for title, members in panel_groups(study, [base, *others])]
+    panels = [p for p in panels if p[2]]
+    if not panels:
+        return None
+    fig, axes = new_figure(len(panels), ncols_max=2 if len(panels) == 4 else 3)
+    tests = set()
+    shared: dict[tuple, object] = {}
+    for ax, (key, title, members, part, base) in zip(axes, panels, strict=True):
+        first = shared.setdefault(key, ax)  # panels of one context share the y range
+        if first is not ax:
+            ax.sharey(first)
+        b = part[part["variant"] == base]
+        for variant in members:
+            gap, test = _gap(part[part["variant"] == variant], b)
+            if gap.empty:
+                continue
+            tests.add(test)
+            style = styles[variant]
+            ax.plot(gap["tokens"], gap["gap"], label=variant, markevery=0.12 if len(gap) > 10 else None,
+                    **line_kwargs(style))
+            ax.fill_between(gap["tokens"], gap["low"], gap["high"], color=style["color"], alpha=BAND_ALPHA, linewidth=0)
+        _zero_line(ax)
+        log_axis(ax, "x")
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel(f"val bpb gap vs {base} (bits/byte)")
+        ax.set_title(context_title(context, key) + (f"\n{title}" if title else ""))
+    legend_outside(fig, axes)
+    how = {"paired": "paired differences over seeds (common random numbers)",
+           "welch": "Welch intervals over seeds (runs not paired)", "n/a": "no band where a side has one seed"}
+    caption = (f"Validation gap vs training tokens: variant minus baseline ({baseline}) in bits per byte (below 0: "
+               "the variant is better). Line: mean gap at each step logged by every run compared; band: 95% CI over seeds "
+               "from " + "; ".join(how[t] for t in sorted(tests)) + ".")
+    return save(fig, out_dir, "gap_vs_tokens", caption)
+
+
+def _gap(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    from ..stats.pairing import paired_curve_gap
+
+    cols = ["run", "seed", "crn", "step", "tokens", "value"]
+    gap, test = paired_curve_gap(a[cols], b[cols])
+    return gap[gap["tokens"] > 0], test
+
+
+def size_points(study, baseline: str) -> pd.DataFrame:
+    """Final val_bpb gap per (data, model, variant) with CI, and the model's x values."""
+    jobs = study.included_jobs
+    if jobs["model"].nunique() < 2:
+        return pd.DataFrame()
+    context = context_columns(study.jobs)
+    points = comparison_points(study)
+    diffs = compare(points, context, Plan(baseline, (), False), [METRIC])
+    if diffs.empty:
+        return diffs
+    diffs = diffs[diffs["kind"] == "vs baseline"]
+    jobs = jobs.assign(train_flops=pd.to_numeric(jobs["flops_per_token"], errors="coerce")
+                       * pd.to_numeric(jobs["tokens_seen"], errors="coerce"))
+    base_jobs = jobs[jobs["variant"].isin(diffs["variant_b"])]
+    sizes = base_jobs.groupby(context, dropna=False)[["params.trainable", "train_flops"]].mean()
+    return diffs.join(sizes, on=context)
+
+
+def gap_vs_size_figure(study, out_dir: Path, baseline: str) -> FigureFile | None:
+    data = size_points(study, baseline)
+    if data.empty or data["model"].nunique() < 2:
+        return None
+    axes_spec = [(c, label) for c, label in (("params.trainable", "trainable parameters of the baseline"),
+                                              ("train_flops", "training FLOPs"))
+                 if c in data and np.isfinite(data[c]).any()]
+    if not axes_spec:
+        return None
+    styles = variant_styles(study)
+    others = [c for c in context_columns(study.jobs) if c != "model"]
+    fig, axes = new_figure(len(axes_spec))
+    for ax, (column, label) in zip(axes, axes_spec, strict=True):
+        for (variant, *rest), part in data.groupby(["variant_a", *others], sort=False):
+            part = part.sort_values(column)
+            name = variant + (f" · {', '.join(map(str, rest))}" if rest else "")
+            err = np.vstack([part["delta"] - part["ci_low"], part["ci_high"] - part["delta"]])
+            ax.errorbar(part[column], part["delta"], yerr=np.nan_to_num(err, nan=0.0), capsize=2, label=name,
+                        **line_kwargs(styles.get(variant, styles[next(iter(styles))])))
+        _zero_line(ax)
+        if data[column].max() >= 10 * data[column].min() > 0:
+            log_axis(ax, "x")
+        else:
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(human_number))
+        ax.set_xlabel(label)
+        ax.set_ylabel("final val bpb gap (bits/byte)")
+    legend_outside(fig, axes)
+    caption = (f"Final validation gap (variant minus baseline ({baseline}), bits per byte) per model preset, "
+               "against the baseline's trainable parameters"
+               + (" and training FLOPs (flops_per_token × tokens seen)" if len(axes_spec) > 1 else "") +
+               ". Error bar: 95% CI of the difference from the comparisons' test (paired over seeds when the runs "
+               "record common random numbers, else Welch); none with one seed per side.")
+    return save(fig, out_dir, "gap_vs_model_size", caption)

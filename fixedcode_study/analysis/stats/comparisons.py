@@ -1,0 +1,138 @@
+"""Which arms are compared with which, and the table of comparisons with Holm-adjusted verdicts.
+
+Per comparison context (model, and data when several), the default comparisons are:
+1. every variant minus the baseline (``--baseline``, default learned);
+2. the two fixed codes directly: every gf2 variant minus binary16, whenever both are present;
+3. any pairs asked for with ``--pairs a:b`` (a minus b).
+A pair already in the list (in either order) is not repeated. Names match a variant label
+exactly ("gf2 (code_width=24)") or an input name ("gf2": its plain variant, else its first).
+
+Holm-Bonferroni runs across every comparison row in one table (all contexts, pairs and metrics)
+for the tests of difference, and separately across the same rows for the TOST p-values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .equivalence import ALPHA, Margins, tost_p, verdict
+from .metrics import on_log_scale, to_scale
+from .pairing import compare_arms, n_label, test_label
+from .core import CONFIDENCE, holm
+
+DEFAULT_BASELINE = "learned"
+FIXED_PAIR = ("gf2", "binary16")  # compared directly by default: gf2 minus binary16
+VS_BASELINE, FIXED_CODES, REQUESTED = "vs baseline", "fixed codes", "requested"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to compare: a baseline name, whether to add the fixed-code pair, and explicit pairs."""
+    baseline: str = DEFAULT_BASELINE
+    pairs: tuple[tuple[str, str], ...] = ()
+    fixed_pair: bool = True
+
+
+def parse_pairs(texts: list[str] | None) -> tuple[tuple[str, str], ...]:
+    """['a:b,c:d', 'e:f'] -> (('a','b'), ('c','d'), ('e','f'))."""
+    from ..errors import AnalysisError
+
+    pairs = []
+    for text in texts or []:
+        for item in filter(None, (s.strip() for s in text.split(","))):
+            a, sep, b = item.partition(":")
+            if not sep or not a.strip() or not b.strip() or a.strip() == b.strip():
+                raise AnalysisError(f"--pairs expects A:B[,C:D] with two different names, got {item!r}")
+            pairs.append((a.strip(), b.strip()))
+    return tuple(pairs)
+
+
+def resolve(name: str, variants: pd.DataFrame) -> str | None:
+    """A variant label for ``name`` among ``variants`` (columns variant, input, variant_order)."""
+    if (variants["variant"] == name).any():
+        return name
+    same_input = variants[variants["input"] == name].sort_values("variant_order", kind="stable")
+    return None if same_input.empty else str(same_input["variant"].iloc[0])
+
+
+def arm_pairs(variants: pd.DataFrame, plan: Plan) -> list[tuple[str, str, str]]:
+    """(a, b, kind) in display order for one context."""
+    variants = variants.drop_duplicates("variant").sort_values("variant_order", kind="stable")
+    out: list[tuple[str, str, str]] = []
+    seen: set[frozenset] = set()
+
+    def add(a: str | None, b: str | None, kind: str) -> None:
+        if a is None or b is None or a == b or frozenset((a, b)) in seen:
+            return
+        seen.add(frozenset((a, b)))
+        out.append((a, b, kind))
+
+    base = resolve(plan.baseline, variants)
+    if base is not None:
+        for v in variants["variant"]:
+            add(v, base, VS_BASELINE)
+    if plan.fixed_pair:
+        ref = resolve(FIXED_PAIR[1], variants)
+        for v in variants.loc[variants["input"] == FIXED_PAIR[0], "variant"]:
+            add(v, ref, FIXED_CODES)
+    for a, b in plan.pairs:
+        add(resolve(a, variants), resolve(b, variants), REQUESTED)
+    return out
+
+
+def _arm(group: pd.DataFrame, variant: str, metric: str) -> pd.DataFrame:
+    rows = group[(group["variant"] == variant) & (group["metric"] == metric)]
+    rows = rows.assign(value=to_scale(rows["value"], metric))
+    return rows[np.isfinite(rows["value"])]
+
+
+def compare(points: pd.DataFrame, context: list[str], plan: Plan, metrics: list[str],
+            margins: Margins | None = None, confidence: float = CONFIDENCE, alpha: float = ALPHA) -> pd.DataFrame:
+    """One row per (context, pair, metric) with test, CI, effect size, Holm p's, TOST and verdict.
+
+    ``points`` has one row per run and metric: context columns, variant, variant_order, input,
+    metric, value, run, seed, crn. Values are tested on the metric's scale (log for perplexities).
+    """
+    margins = margins or Margins()
+    rows, comparisons = [], []
+    for ctx, group in points.groupby(context, sort=False, dropna=False):
+        ctx = ctx if isinstance(ctx, tuple) else (ctx,)
+        variants = group[["variant", "input", "variant_order"]]
+        for a, b, kind in arm_pairs(variants, plan):
+            for metric in metrics:
+                arm_a, arm_b = _arm(group, a, metric), _arm(group, b, metric)
+                if arm_a.empty or arm_b.empty:
+                    continue
+                cmp, why = compare_arms(arm_a, arm_b, confidence)
+                margin = margins.for_metric(metric)
+                raw = group[group["metric"] == metric]
+                rows.append(dict(zip(context, ctx, strict=True)) | {
+                    "comparison": f"{a} − {b}", "variant_a": a, "variant_b": b, "kind": kind, "metric": metric,
+                    "scale": "log" if on_log_scale(metric) else "linear",
+                    "test": cmp.test, "test_label": test_label(cmp, why), "n": n_label(cmp),
+                    "n_a": cmp.n_a, "n_b": cmp.n_b, "n_pairs": cmp.n_pairs,
+                    "mean_a": float(raw.loc[raw["variant"] == a, "value"].mean()),
+                    "mean_b": float(raw.loc[raw["variant"] == b, "value"].mean()),
+                    "delta": cmp.delta, "ci_low": cmp.ci_low, "ci_high": cmp.ci_high, "se": cmp.se,
+                    "dof": cmp.dof, "p_value": cmp.p_value, "effect_name": cmp.effect_name,
+                    "effect": cmp.effect, "effect_low": cmp.effect_low, "effect_high": cmp.effect_high,
+                    "margin": margin.on_scale if margin else math.nan,
+                    "margin_label": margin.label() if margin else "none",
+                    "margin_source": margin.source if margin else "",
+                    "tost_p": tost_p(cmp, margin.on_scale if margin else None),
+                    "runs_a": ";".join(sorted(arm_a["run"])), "runs_b": ";".join(sorted(arm_b["run"])),
+                })
+                comparisons.append(cmp)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    table["p_holm"] = holm(table["p_value"])
+    table["tost_p_holm"] = holm(table["tost_p"])
+    table["verdict"] = [
+        verdict(cmp, r.metric, r.p_holm, r.tost_p_holm, None if math.isnan(r.margin) else r.margin, alpha)
+        for cmp, r in zip(comparisons, table.itertuples(index=False), strict=True)]
+    return table

@@ -1,0 +1,130 @@
+"""Hydra entry point: `python -m fixedcode_study.run [-m] [overrides]`.
+
+Thin by design: compose the config and call `training.job.run_job`, which decides under the job
+lock. Re-running a command is always safe: completed jobs are skipped, interrupted ones resume
+from their last checkpoint, trained ones only redo a missing evaluation, missing ones run, and a
+job whose stored result or checkpoint was computed under other settings is refused by name. In a
+sweep (-m) a failing job is recorded as failed and the sweep goes on; at the end a summary lists
+every job's outcome and the process exits 1 when any job failed or is `eval_failed`. A bad
+setting stops with one line naming the field (exit 2). A preempted job (SIGTERM/USR1/USR2 at any
+phase) records `preempted` and exits 143 at once, so a scheduler can requeue the same command.
+
+The terminal shows one progress bar and one result line per job (plus Hydra's job header in a
+sweep); what the libraries print (Lightning, W&B, lm-eval, warnings, subprocesses) and the
+traceback of a failed job go to the job's log, <job>/run.log (training/console.py). `-v` (or
+`--verbose`, or FIXEDCODE_VERBOSE=1) keeps all of it on the terminal:
+`python -m fixedcode_study.run -v -m input=learned,binary16`.
+
+A sweep's jobs run side by side on a CPU machine (hydra/launcher=parallel, the default; one thread
+each on <= 3 cores; training/launcher.py): then each job shows a start line instead of a bar, and
+`hydra/launcher=basic` runs them one after another in this process. Either way every job returns a
+`JobResult` (job dir, action, status, one-line why) as its Hydra return value: jobs that ran in
+this process recorded it here, the parallel launcher records those its workers return, and `cli`
+prints the summary from them (launcher.RESULTS).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+from omegaconf import DictConfig
+
+from ..config import CONFIG_DIR
+from ..errors import ConfigError
+from ..record.jobdir import JobBusy, JobDir
+from ..console import job_console, take_verbose_flag
+from ..console import say as tell
+from ..training.job import JobOutcome, run_job
+from ..studies.launcher import RESULTS, JobResult, collect, register_with_hydra
+from ..training.resume import Preempted
+
+register_with_hydra()  # hydra/launcher=parallel (conf/hydra/launcher/parallel.yaml)
+
+
+def say(message: str, err: bool = False, log: bool = True) -> None:
+    if rank_zero_only.rank == 0:  # ranks > 0 of a distributed job run this too; one voice is enough
+        tell(message, err=err, log=log)  # the terminal, also while a job's library output goes to its log
+
+
+def _report(job_dir: Path, outcome: JobOutcome) -> JobResult:
+    record = outcome.record
+    final = record.get("final") or {}
+    if outcome.action == "skipped":
+        say(f"[run] {job_dir} already completed; skipping (force=true retrains it)", log=False)  # untouched
+        return JobResult(str(job_dir), "skipped", record.get("status", ""), val_loss=final.get("val_loss"))
+    if not outcome.ok:
+        error = (record.get("eval") or {}).get("error") or record.get("error")
+        say(f"[run] job {job_dir.name} {record['status']}: the trained weights are kept; re-running retries "
+            f"the evaluation ({(record.get('eval') or {}).get('error')}; details in {JobDir(job_dir).log_file})",
+            err=True)
+        return JobResult(str(job_dir), outcome.action, record["status"], f"{record['status']}: {error}",
+                         final.get("val_loss"))
+    numbers = f"val_loss={final['val_loss']:.4f} val_ppl={final['val_ppl']:.2f}"
+    if outcome.action == "reused":
+        say(f"[run] {job_dir.name}: reused {(record.get('reused_from') or {}).get('job_dir')} ({numbers})")
+    else:
+        resumed = f", resumed from step {record['resumed_from_step']}" if record.get("resumed_from_step") else ""
+        what = "evaluated" if outcome.action == "evaluated" else f"{record['tokens_per_second']:.0f} tokens/s{resumed}"
+        say(f"[run] {job_dir.name}: {numbers} val_bpb={final['val_bpb']:.4f} ({what}) -> {job_dir}")
+    return JobResult(str(job_dir), outcome.action, record["status"], val_loss=final.get("val_loss"))
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> JobResult:
+    hc = HydraConfig.get()
+    job_dir = Path(hc.runtime.output_dir)
+    multirun = hc.mode == RunMode.MULTIRUN
+    log = JobDir(job_dir).log_file
+    try:
+        with job_console(log):
+            outcome = run_job(cfg, job_dir, list(hc.overrides.task))
+            return collect(_report(job_dir, outcome))  # inside: the result line goes to the log as well
+    except JobBusy as busy:
+        say(f"[run] job {job_dir.name}: {busy}", err=True)
+        result = collect(JobResult(str(job_dir), "failed", why=str(busy)))
+        if not multirun:
+            sys.exit(1)
+        return result
+    except Preempted as stop:
+        say(f"[run] job {job_dir.name} {stop}", err=True)
+        raise  # exits 143; a sweep stops here too (its allocation is going away)
+    except ConfigError as err:
+        if not multirun:
+            say(f"error: {err}", err=True)
+            sys.exit(2)
+        say(f"[run] job {job_dir.name} failed: {err}", err=True)
+        return collect(JobResult(str(job_dir), "failed", why=str(err)))
+    except Exception as err:
+        if not multirun:
+            raise
+        why = " ".join(f"{type(err).__name__}: {err}".split())  # one line, however the library wraps it
+        say(f"[run] job {job_dir.name} failed: {why} (traceback in {log})", err=True)
+        return collect(JobResult(str(job_dir), "failed", why=why))
+
+
+def cli() -> None:
+    sys.argv[1:] = take_verbose_flag(sys.argv[1:])  # -v is ours, not Hydra's: FIXEDCODE_VERBOSE=1
+    main()
+    failed = [r for r in RESULTS if r.failed]
+    skipped = [r for r in RESULTS if r.action == "skipped" and not r.failed]
+    reused = [r for r in RESULTS if r.action == "reused" and not r.failed]
+    ran = [r for r in RESULTS if r.action in ("trained", "evaluated") and not r.failed]
+    if skipped:
+        say(f"[run] {len(skipped)} job(s) were already complete and skipped")
+    if len(ran) + len(reused) + len(skipped) + len(failed) > 1:
+        say(f"[run] summary: {len(ran)} ran, " + (f"{len(reused)} reused, " if reused else "")
+            + f"{len(skipped)} skipped as complete, {len(failed)} failed")
+    if failed:
+        say(f"[run] {len(failed)} job(s) failed:", err=True)
+        for result in failed:
+            say(f"  {result.job_dir}: {result.why}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    cli()
