@@ -1,6 +1,7 @@
 """Alias: `python -m fixedcode_study.sweep` is `fixedcode sweep` (fixedcode_study/cli/sweep.py)."""
 
+from .cli.args import exit_with
 from .cli.sweep import main
 
 if __name__ == "__main__":
-    main()
+    exit_with(main())

@@ -1,5 +1,6 @@
-"""Sweep files (sweeps/*.yaml) and their launcher: job counts and contents without training; one
-study end to end at a tiny budget (slow)."""
+"""Sweep files (sweeps/*.yaml: studies/study.py), their cost (studies/cost.py) and the sweep command
+(cli/sweep.py, which composes the jobs): job counts and contents without training; one study end to
+end at a tiny budget (slow)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import sys
 
 import pytest
 
-from fixedcode_study import sweep
+from fixedcode_study.cli import sweep as command
+from fixedcode_study.config import compose
 from fixedcode_study.errors import ConfigError
+from fixedcode_study.studies import cost
+from fixedcode_study.studies import study as studies
 
 STUDIES = ["main", "code_width", "gf2_matrices", "scale_matching", "controls", "model_size", "tuned_lr"]
 
@@ -36,19 +40,19 @@ def planned(out_root):
     """Every study's jobs at both scales, composed once per module (composing is the slow part)."""
     def get(name: str, scale: str = "cpu"):
         if (name, scale) not in _PLANS:
-            _PLANS[name, scale] = sweep.plan(sweep.load_study(name), scale)
+            _PLANS[name, scale] = command.plan(studies.load_study(name), scale)
         return _PLANS[name, scale]
     return get
 
 
 def test_every_required_study_has_a_file():
-    assert set(STUDIES) <= set(sweep.available_studies())
+    assert set(STUDIES) <= set(studies.available_studies())
 
 
-@pytest.mark.parametrize("name", sweep.available_studies())
-@pytest.mark.parametrize("scale", sweep.SCALES)
+@pytest.mark.parametrize("name", studies.available_studies())
+@pytest.mark.parametrize("scale", studies.SCALES)
 def test_study_job_count_and_directories(name, scale, planned, out_root):
-    study = sweep.load_study(name)
+    study = studies.load_study(name)
     jobs = planned(name, scale)
     assert len(jobs) == study.jobs[scale]  # the count the file states is the count Hydra launches
     assert len(keys(jobs)) == len(jobs)
@@ -58,19 +62,19 @@ def test_study_job_count_and_directories(name, scale, planned, out_root):
     assert study.description and study.cost
 
 
-@pytest.mark.parametrize("name", sweep.available_studies())
+@pytest.mark.parametrize("name", studies.available_studies())
 def test_every_cpu_job_builds(name, planned):
-    facts = sweep.job_facts(planned(name, "cpu"))  # raises ConfigError on a bad job
+    facts = cost.job_facts(planned(name, "cpu"))  # raises ConfigError on a bad job
     assert all(f["flops"] > 0 and f["trainable"] > 0 for f in facts)
 
 
 def test_every_paper_scale_model_and_input_builds(planned):
     """The paper scale of each study builds too (shapes only): one job per distinct (model, input)."""
     seen = {}
-    for name in sweep.available_studies():
+    for name in studies.available_studies():
         for job in planned(name, "paper"):
             seen.setdefault((job.cfg.model.name, json.dumps(dict(job.cfg.input), sort_keys=True, default=str)), job)
-    facts = sweep.job_facts(list(seen.values()))
+    facts = cost.job_facts(list(seen.values()))
     assert {f["model"] for f in facts} == {"smollm2_135m", "smollm2_360m", "paper_1p7b"}
     # experiment=paper_1p7b: 100B tokens, rounded up to whole optimizer steps (the cost counts the tokens
     # a job trains; the controls' *_isoflop arms train fewer, see test_controls.py)
@@ -81,7 +85,7 @@ def test_main_is_the_documented_hydra_command(planned):
     jobs = planned("main")
     assert keys(jobs) == {f"input={i},seed={s}" for i in ("learned", "binary16", "gf2") for s in (1, 2, 3)}
     # Same directories as the documented command (name=main is the default and not in job keys).
-    direct = [sweep.compose_job(o) for o in sweep.expand(["input=learned,binary16,gf2", "seed=1,2,3"])]
+    direct = [compose(o, return_hydra_config=True) for o in studies.expand(["input=learned,binary16,gf2", "seed=1,2,3"])]
     assert {str(c.hydra.sweep.subdir) for c in direct} == keys(jobs)
     assert {str(c.hydra.sweep.dir) for c in direct} == {str(jobs[0].job_dir.parent)}
 
@@ -111,49 +115,74 @@ def test_study_contents(planned):
     assert {j.cfg.model.name for j in planned("model_size")} == {"cpu_tiny", "cpu_30m"}
     assert {j.cfg.model.name for j in planned("model_size", "paper")} == {
         "smollm2_135m", "smollm2_360m", "paper_1p7b"}
-    for name in sweep.available_studies():
+    for name in studies.available_studies():
         assert {s for _, _, s in props(name)} == {1, 2, 3}, name
 
 
 def compose_default_lr() -> float:
-    from fixedcode_study.config import compose
-
     return float(compose([]).optim.lr)
 
 
 def test_extra_overrides_replace_grid_keys_or_apply_to_all():
-    study = sweep.load_study("model_size")
-    jobs = sweep.plan(study, "cpu", ["seed=1", "model=test_micro", "train.tokens=4096"])
+    study = studies.load_study("model_size")
+    jobs = command.plan(study, "cpu", ["seed=1", "model=test_micro", "train.tokens=4096"])
     assert len(jobs) == 3
     assert all(j.cfg.model.name == "test_micro" and j.cfg.train.tokens == 4096 and j.cfg.seed == 1 for j in jobs)
-    assert sweep.launch_overrides(study, "cpu", ["seed=1"])[0][0] == "name=model_size"
+    assert studies.launch_overrides(study, "cpu", ["seed=1"])[0][0] == "name=model_size"
 
 
 def test_invalid_job_in_a_study_fails_before_launch_and_names_the_job():
-    jobs = sweep.plan(sweep.load_study("code_width"), "cpu", ["model=test_micro", "seed=1"])
-    sweep.job_facts(jobs)  # widths up to 64 fit test_micro's d_model=64
-    jobs = sweep.plan(sweep.load_study("code_width"), "cpu", ["model=test_micro", "model.d_model=32", "model.n_head=2", "seed=1"])
+    jobs = command.plan(studies.load_study("code_width"), "cpu", ["model=test_micro", "seed=1"])
+    cost.job_facts(jobs)  # widths up to 64 fit test_micro's d_model=64
+    jobs = command.plan(studies.load_study("code_width"), "cpu", ["model=test_micro", "model.d_model=32", "model.n_head=2", "seed=1"])
     with pytest.raises(ConfigError) as err:
-        sweep.job_facts(jobs)
+        cost.job_facts(jobs)
     assert err.value.field == "model.d_model" and "(in job " in str(err.value) and "\n" not in str(err.value)
 
 
 def test_cli_dry_run_lists_commands_jobs_and_cost(capsys):
-    sweep.main(["main", "--dry-run"])
+    command.main(["main", "--dry-run"])
     out = capsys.readouterr().out
     assert "$ python -m fixedcode_study.run -m name=main input=learned,binary16,gf2 seed=1,2,3" in out
     assert out.count("input=gf2,seed=") == 3 and "CPU-hours" in out
-    sweep.main(["controls", "--dry-run", "--scale", "paper"])
+    command.main(["controls", "--dry-run", "--scale", "paper"])
     assert "GPU-hours" in capsys.readouterr().out
-    with pytest.raises(SystemExit) as exit_:
-        sweep.main(["nonexistent", "--dry-run"])
-    assert exit_.value.code == 2
+    assert command.main(["nonexistent", "--dry-run"]) == 2
+
+
+def test_cli_keeps_its_flags_and_takes_key_value_spellings(capsys, monkeypatch):
+    """--scale/--dry-run/-v and the overrides in any order, or scale=/dry_run= as keys: the same plan."""
+    monkeypatch.setenv("FIXEDCODE_VERBOSE", "0")  # restored after the test: -v sets it in this process
+    assert command.main(["seed=1", "main", "--scale", "paper", "train.tokens=4096", "--dry-run", "-v"]) == 0
+    flagged = capsys.readouterr().out
+    assert os.environ.get("FIXEDCODE_VERBOSE") == "1"  # -v: inherited by every grid's run -m
+    assert command.main(["main", "scale=paper", "seed=1", "dry_run=true", "train.tokens=4096"]) == 0
+    assert capsys.readouterr().out == flagged and "study main (scale paper): 3 jobs" in flagged
+    assert " seed=1 " in flagged and " train.tokens=4096" in flagged and "GPU-hours" in flagged
+
+
+@pytest.mark.parametrize(("argv", "field"), [
+    (["nonexistent", "--dry-run"], "study"), (["main", "--scale", "gpu", "--dry-run"], "scale"),
+    (["main", "--bogus"], "--bogus"), (["main", "scale=gpu"], "scale"), (["main", "--mfu", "high"], "mfu"),
+])
+def test_cli_bad_study_scale_or_flag_is_one_line_and_exit_2(argv, field, capsys):
+    assert command.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith(f"error: {field}: ") and captured.err.count("\n") == 1
+
+
+def test_two_grids_launching_the_same_job_stop_the_study(tmp_path):
+    path = tmp_path / "overlap.yaml"
+    path.write_text("name: overlap\ndescription: d\njobs: {cpu: 2, paper: 2}\n"
+                    "grids:\n  - {input: [learned, gf2], seed: 1}\n  - {input: gf2, seed: 1}\n")
+    with pytest.raises(ConfigError, match=r"overlap.grids: two grids launch the same job input=gf2,model=test_micro,seed=1;"):
+        command.plan(studies.load_study(str(path)), "cpu", ["model=test_micro"])
 
 
 def test_format_value_keeps_strings_strings():
-    assert sweep.format_value("01") == "'01'" and sweep.format_value("true") == "'true'"
-    assert sweep.format_value(True) == "true" and sweep.format_value(0.1) == "0.1"
-    assert sweep.format_value("match_init") == "match_init" and sweep.format_value(None) == "null"
+    assert studies.format_value("01") == "'01'" and studies.format_value("true") == "'true'"
+    assert studies.format_value(True) == "true" and studies.format_value(0.1) == "0.1"
+    assert studies.format_value("match_init") == "match_init" and studies.format_value(None) == "null"
 
 
 @pytest.mark.slow
@@ -169,9 +198,9 @@ def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     study_dir = tmp_path / "out" / "multirun" / "controls"
     results = {p.parent.name: json.loads(p.read_text()) for p in study_dir.glob("*/results.json")}
-    inputs = sweep.load_study("controls").grids[0]["input"]
+    inputs = studies.load_study("controls").grids[0]["input"]
     monkeypatch.setenv("FIXEDCODE_OUT", str(tmp_path / "out"))
-    planned = sweep.plan(sweep.load_study("controls"), "cpu", extra)
+    planned = command.plan(studies.load_study("controls"), "cpu", extra)
     assert set(results) == keys(planned) and len(results) == len(inputs)
     by_input = {r["input"]: r for r in results.values()}
     for name, r in by_input.items():

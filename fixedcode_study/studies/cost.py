@@ -1,0 +1,104 @@
+"""What a study costs, before any job runs: each job's size and FLOPs from the model it builds, the
+study's total in FLOPs, CPU hours and GPU hours, and the plan printed with it (`--dry-run`).
+
+Every job's model is built on the meta device (shapes only: instant even for the 1.7B preset) with
+`build.build_model`, the build training uses, size matching included, so an invalid combination
+stops the study before anything launches and the FLOPs per token are those of the model the job
+trains, not of its preset. Tokens are the training plan's (`training.plan.plan_batch`: whole
+optimizer steps, flop-matched arms scaled). FLOPs = tokens x `accounting.flops_per_token`
+(PaLM's 6N + 12 L H D T).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from ..accounting import flops_per_token, parameter_groups
+from ..build import build_model
+from ..errors import ConfigError
+from ..training.plan import plan_batch
+from .study import Job, Study, launch_overrides
+
+__all__ = ["CPU_GFLOPS", "CPU_JOB_OVERHEAD_S", "GPU_MFU", "GPU_PEAK_TFLOPS", "Rates", "cost_summary",
+           "describe_plan", "job_facts"]
+
+# Cost assumptions, stated once (overridable on the command line).
+GPU_PEAK_TFLOPS = 989.0   # H100 SXM dense bf16
+GPU_MFU = 0.40
+# Effective training FLOP/s on a 2-core CPU box: FLOPs (accounting.flops_per_token, PaLM's 6N + 12 L H D T)
+# over wall time at the CPU default (bf16-mixed + compile, two jobs side by side): sweeps/model_size's
+# 9.37e14 FLOPs took 3,188 s on 2 idle AMX cores (2026-12-01), ~300 GFLOP/s after the per-job overhead
+# below. fp32 eager one job at a time was ~108. A calibration, not a peak: override with --cpu-gflops.
+CPU_GFLOPS = 300.0
+CPU_JOB_OVERHEAD_S = 10.0  # W&B and trainer start, validation passes, checkpoint (measured ~7 s)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The throughput a cost estimate assumes."""
+
+    peak_tflops: float = GPU_PEAK_TFLOPS
+    mfu: float = GPU_MFU
+    cpu_gflops: float = CPU_GFLOPS
+
+
+def job_facts(jobs: list[Job]) -> list[dict[str, Any]]:
+    """Build every job's model on the meta device (catches invalid combinations) and compute its cost."""
+    cache: dict[str, tuple[dict[str, int], Any]] = {}  # one build per distinct (model, input)
+    facts = []
+    for job in jobs:
+        model_cfg = OmegaConf.to_container(job.cfg.model, resolve=True)
+        input_cfg = OmegaConf.to_container(job.cfg.input, resolve=True)
+        key = json.dumps([model_cfg, input_cfg], sort_keys=True, default=str)
+        if key not in cache:
+            try:
+                with torch.device("meta"):
+                    model = build_model(model_cfg, input_cfg)
+            except ConfigError as err:  # name the job, keep the one-line "field: problem; fix" form
+                problem, _, fix = str(err)[len(err.field) + 2:].partition("; ")
+                raise ConfigError(err.field, f"{problem} (in job {job.job_dir.name})", fix) from None
+            cache[key] = (parameter_groups(model), model.config)  # model.config: as built, size-matched
+        params, arch = cache[key]
+        plan = plan_batch(job.cfg)  # the tokens the job trains: whole steps, flop-matched arms scaled
+        tokens = plan.max_steps * plan.tokens_per_step
+        facts.append({"job": job.job_dir.name, "model": job.cfg.model.name, "input": job.cfg.input.name,
+                      "trainable": params["trainable"], "tokens": tokens,
+                      "flops": tokens * flops_per_token(arch, int(job.cfg.train.seq_len))["total"]})
+    return facts
+
+
+def cost_summary(facts: list[dict[str, Any]], rates: Rates = Rates()) -> dict[str, float]:
+    flops = sum(f["flops"] for f in facts)
+    return {
+        "jobs": len(facts),
+        "total_flops": flops,
+        "gpu_hours": flops / (rates.peak_tflops * 1e12 * rates.mfu) / 3600.0,
+        "cpu_hours": (flops / (rates.cpu_gflops * 1e9) + CPU_JOB_OVERHEAD_S * len(facts)) / 3600.0,
+    }
+
+
+def describe_plan(study: Study, scale: str, jobs: list[Job], facts: list[dict[str, Any]],
+                  extra: Sequence[str] = (), rates: Rates = Rates(), per_job: bool = True) -> str:
+    """The study, its commands, each job's size (per_job; a launch prints each command as it
+    starts instead) and the total cost."""
+    cost = cost_summary(facts, rates)
+    lines = [f"study {study.name} (scale {scale}): {len(jobs)} jobs -> {jobs[0].job_dir.parent}",
+             f"  {study.description.splitlines()[0]}"]
+    for grid in launch_overrides(study, scale, list(extra)) if per_job else []:
+        lines.append("  $ python -m fixedcode_study.run -m " + " ".join(grid))
+    for f in facts if per_job else []:
+        lines.append(f"    {f['job']:<60} {f['model']:<14} trainable={f['trainable']:>14,} "
+                     f"tokens={f['tokens']:.3g} flops={f['flops']:.3g}")
+    gpu = (f"{cost['gpu_hours']:.3g} GPU-hours at {rates.mfu:.0%} MFU of {rates.peak_tflops:g} TFLOP/s "
+           f"(H100 bf16 dense)")
+    cpu = (f"~{cost['cpu_hours']:.3g} CPU-hours at {rates.cpu_gflops:g} GFLOP/s "
+           f"+ {CPU_JOB_OVERHEAD_S:g} s/job overhead")
+    lines.append(f"  total {cost['total_flops']:.3g} training FLOPs (6N + 12 L H D T, PaLM) = "
+                 + (f"{cpu} (or {gpu})" if scale == "cpu" else gpu))
+    return "\n".join(lines)

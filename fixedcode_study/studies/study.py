@@ -1,0 +1,151 @@
+"""A study: the file sweeps/<study>.yaml, and its expansion into the Hydra jobs it launches.
+
+A study file holds
+  name         the study; every job runs with name=<study>, so results land in
+               ${out_root}/multirun/<study>/<job_key>/ (one directory analysis reads)
+  description  what it measures
+  jobs         {cpu: N, paper: M}: how many jobs each scale launches (checked by the tests)
+  grids        list of {override key: [values]}; each grid is one Hydra multirun (a Cartesian
+               product), and the study is the union of its grids
+  scales       {paper: {key: value or [values]}}: overrides for a named scale; cpu = the defaults
+  cost         notes on the cost; `fixedcode sweep <study> --dry-run` recomputes it (studies/cost.py)
+
+Why a launcher over Hydra-native `hydra.sweeper.params` configs: Hydra's basic sweeper only takes
+one Cartesian product per launch, and most studies are unions of products (a learned reference
+plus a grid over one input's settings: code widths do not apply to the learned table). So each
+grid stays a plain `python -m fixedcode_study.run -m name=<study> key=v1,v2 ...` command
+(studies/grids.py runs them), and the jobs are counted with Hydra's own BasicSweeper expansion,
+the code path `run -m` takes.
+
+Extra overrides replace a grid key of the same name (`seed=1`, `model=test_micro`) or are added to
+every job (`train.tokens=65536 logger=csv`).
+
+This module turns a study into override lists and, given each job's composed config (the front
+door composes them: cli/sweep.py), into `Job`s with their directories. It composes nothing itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig
+
+from ..config import SWEEPS_DIR, override_key
+from ..errors import ConfigError
+
+__all__ = ["SCALES", "Job", "Study", "available_studies", "distinct_jobs", "expand", "format_value",
+           "grid_overrides", "job_overrides", "launch_overrides", "load_study", "scale_overrides"]
+
+SCALES = ("cpu", "paper")
+
+
+@dataclass
+class Study:
+    name: str
+    description: str
+    jobs: dict[str, int]
+    grids: list[dict[str, list[Any]]]
+    scales: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cost: str = ""
+    path: Path | None = None
+
+
+def available_studies() -> list[str]:
+    return sorted(p.stem for p in SWEEPS_DIR.glob("*.yaml"))
+
+
+def load_study(name: str) -> Study:
+    """sweeps/<name>.yaml (or a path ending in .yaml), checked for the required keys."""
+    path = Path(name) if name.endswith(".yaml") else SWEEPS_DIR / f"{name}.yaml"
+    if not path.exists():
+        raise ConfigError("study", f"no sweep file {path}", f"use one of {', '.join(available_studies())}")
+    raw = yaml.safe_load(path.read_text())
+    missing = [k for k in ("name", "description", "jobs", "grids") if k not in raw]
+    if missing:
+        raise ConfigError(f"{path.name}:{missing[0]}", "required key is missing",
+                          "see fixedcode_study/studies/study.py")
+    if raw["name"] != path.stem:
+        raise ConfigError(f"{path.name}:name", f"name {raw['name']!r} differs from the file name",
+                          f"set name: {path.stem}")
+    grids = [{k: v if isinstance(v, list) else [v] for k, v in grid.items()} for grid in raw["grids"]]
+    return Study(raw["name"], raw["description"].strip(), dict(raw["jobs"]), grids,
+                 dict(raw.get("scales") or {}), str(raw.get("cost", "")).strip(), path)
+
+
+# -- turning a study into Hydra overrides ---------------------------------------------------------
+def format_value(value: Any) -> str:
+    """One sweep value as Hydra override text; strings that would parse as numbers/bools get quotes."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        try:
+            float(value)
+            return f"'{value}'"
+        except ValueError:
+            return f"'{value}'" if value.lower() in ("true", "false", "null") else value
+    return str(value)
+
+
+def grid_overrides(grid: dict[str, list[Any]], replacements: list[str]) -> list[str]:
+    """Overrides for one grid: `key=v1,v2` per key, then replacements (same key wins, new keys appended)."""
+    out = {override_key(r): r for r in replacements if override_key(r) == "name"}  # name first, for reading
+    out.update({key: f"{key}={','.join(format_value(v) for v in values)}" for key, values in grid.items()})
+    for override in replacements:
+        out[override_key(override)] = override
+    return list(out.values())
+
+
+def scale_overrides(study: Study, scale: str) -> list[str]:
+    if scale not in SCALES:
+        raise ConfigError("--scale", f"unknown scale {scale!r}", f"use one of {', '.join(SCALES)}")
+    values = study.scales.get(scale) or {}
+    return [f"{k}={','.join(format_value(v) for v in (vs if isinstance(vs, list) else [vs]))}"
+            for k, vs in values.items()]
+
+
+def launch_overrides(study: Study, scale: str = "cpu", extra: Sequence[str] | None = None) -> list[list[str]]:
+    """Per grid, the override list given to `run -m` (name=<study> first)."""
+    replacements = [f"name={study.name}", *scale_overrides(study, scale), *(extra or [])]
+    return [grid_overrides(grid, replacements) for grid in study.grids]
+
+
+def expand(overrides: list[str]) -> list[list[str]]:
+    """The jobs Hydra's basic sweeper launches for these overrides (same code path as `run -m`)."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return BasicSweeper.split_arguments(parsed, max_batch_size=None)[0]
+
+
+def job_overrides(study: Study, scale: str = "cpu", extra: Sequence[str] | None = None) -> list[list[str]]:
+    """Every job of the study as its own override list, grid after grid, in launch order."""
+    return [job for grid in launch_overrides(study, scale, extra) for job in expand(grid)]
+
+
+# -- jobs ---------------------------------------------------------------------------------------------
+@dataclass
+class Job:
+    overrides: list[str]
+    job_dir: Path
+    cfg: DictConfig          # composed with the Hydra config (its sweep dir and subdir name the job)
+
+    @classmethod
+    def of(cls, overrides: list[str], cfg: DictConfig) -> Job:
+        return cls(overrides, Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir), cfg)
+
+
+def distinct_jobs(study: Study, jobs: list[Job]) -> list[Job]:
+    """`jobs`, checked that no two grids launch the same job directory (it would train once, count twice)."""
+    seen: set[Path] = set()
+    for job in jobs:
+        if job.job_dir in seen:
+            raise ConfigError(f"{study.name}.grids", f"two grids launch the same job {job.job_dir.name}",
+                              "remove the overlap from one grid")
+        seen.add(job.job_dir)
+    return jobs
