@@ -1,21 +1,32 @@
 """fixedcode-study: does a decoder-only LM need a trainable input embedding table?
 
-The pipeline, one package (or module) per stage:
+The pipeline, one package (or module) per stage, lowest layer first (a module imports only from
+its own layer or below; tests/test_layout.py enforces it):
 
-    config.py      Hydra: conf/ and sweeps/, composition for every entry point, job keys
-    data/          corpus -> tokenizer -> token memmaps (cached); the data order and batches
+    errors.py, console.py, hardware.py
+                   one-line user errors and JobBusy; the terminal (bars, result lines, job logs);
+                   CPU facts (bf16 support, the CPU precision resolver)
+    config.py      Hydra: conf/ and sweeps/, composition for the front door, job keys
     inputs/        the input interfaces: learned table, binary / GF(2) / wide / Gaussian codes
-    model.py       the shared decoder (one readable file); build.py assembles it from configs
+    model.py       the shared decoder (one readable file)
     accounting.py  parameter groups, optimizer groups, FLOPs per token, training-state bytes
-    training/      one job: batch plan, LightningModule, resumable checkpoints, loggers
-    record/        the job directory, results.json's life cycle, final checkpoints, atomic writes
+    build.py       the model assembled from its configs
+    record/        the job directory, results.json's life cycle, fingerprints, reuse, atomic writes
+    data/          corpus -> tokenizer -> token memmaps (cached), shards; the data order and batches
+    spec/          the composed config resolved once into one frozen, validated job spec
     evaluation/    lm-evaluation-harness on a checkpoint: adapter, tasks, records
-    systems/       benchmarks and the Hugging Face bridge
-    analysis/      (a sibling package) results -> tables, figures, report
+    probing/       representation probes of trained models
+    training/      one job: batch plan, LightningModule, resumable checkpoints, loggers
+    systems/       benchmarks: meters, the timing loop, the report
+    hub/           the Hugging Face bridge: export, import, outside models, generation
+    studies/       sweeps of jobs: study presets, grids, costing, the parallel launcher
+    analysis/      run directories -> statistics -> tables -> figures -> report.md and dashboard
+    cli/           the front door: one thin module per command and the `fixedcode` dispatcher
 
-Command-line entry points are the top-level modules `run`, `sweep`, `describe`, `evaluate`,
-`pretokenize`, `bench`, `bench_input`, `eval_tasks` and `lm_eval_model` (python -m
-fixedcode_study.<name>, or the fixedcode-<name> scripts).
+Commands (`fixedcode <command>`, cli/__main__.py's COMMANDS table): run, sweep, describe, evaluate,
+probe, analyze, export, generate, pretokenize, bench, bench-input, eval-tasks, lm-eval. Each is also
+`python -m fixedcode_study.<module>` (the aliases beside this file) and the script
+`fixedcode-<command>`; `python -m analysis` works from a checkout.
 """
 
 __version__ = "0.1.0"

@@ -1,8 +1,7 @@
 """Alias: `python -m fixedcode_study.pretokenize` is `fixedcode pretokenize` (fixedcode_study/cli/pretokenize.py)."""
 
-import sys
-
+from .cli.args import exit_with
 from .cli.pretokenize import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main())

@@ -1,12 +1,16 @@
 """The package layout keeps its promises: one owner per fact, no import cycles, thin entry points.
 
-These read the source (ast), so they fail on the regression itself, not on a symptom of it.
+These read the source (ast), so they fail on the regression itself, not on a symptom of it. The
+structural rules (no import cycle in fixedcode_study or the checkout's analysis alias, no import up
+the layer list, thin command modules, config composition at the front door only) are functions in
+tests/helpers/layout.py; each is applied to the real tree here and fed a planted violation.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -16,46 +20,24 @@ import torch
 from fixedcode_study.accounting import optimizer_group, optimizer_groups, parameter_groups
 from fixedcode_study.build import build_model
 from fixedcode_study.config import available, compose
+from helpers.layout import (CHECKOUT_ALIAS, Source, compose_calls, find_cycle, import_graph, long_commands,
+                            read_modules, upward_imports)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "fixedcode_study"
 
-
-def _modules() -> dict[str, Path]:
-    """Dotted module name -> file, for every module of the package."""
-    out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
+# Every module of the package (analysis included), and with it the checkout's `python -m analysis` alias.
+SOURCES = read_modules(ROOT, "fixedcode_study")
+EVERYTHING = {**SOURCES, **read_modules(ROOT, CHECKOUT_ALIAS)}
 
 
-MODULES = _modules()
+def _path(name: str, source: Source) -> Path:
+    folder_or_file = ROOT.joinpath(*name.split("."))
+    return folder_or_file / "__init__.py" if source.is_package else folder_or_file.with_suffix(".py")
 
 
-def _imports(name: str, path: Path, module_level_only: bool) -> set[str]:
-    """Package modules that `name` imports (relative imports resolved)."""
-    tree = ast.parse(path.read_text())
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    nodes = tree.body if module_level_only else list(ast.walk(tree))
-    found: set[str] = set()
-    for node in nodes:
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            candidates = [target] + [f"{target}.{alias.name}" for alias in node.names]
-        elif isinstance(node, ast.Import):
-            candidates = [alias.name for alias in node.names]
-        else:
-            continue
-        found |= {c for c in candidates if c in MODULES and c != name}
-    return found
+MODULES: dict[str, Path] = {name: _path(name, source) for name, source in SOURCES.items()}
+assert all(path.exists() for path in MODULES.values())
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -63,38 +45,131 @@ def test_every_module_imports(module):
     importlib.import_module(module)
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return None
-
-
-def _parents(name: str) -> set[str]:
-    """Importing a.b.c runs a/__init__ and a/b/__init__ first: those edges are not design cycles."""
-    parts = name.split(".")
-    return {".".join(parts[:i]) for i in range(1, len(parts))}
-
+# --- The executable layout rules (tests/helpers/layout.py), on the real tree ---------------------
 
 @pytest.mark.parametrize("module_level_only", [True, False], ids=["import-time", "including-lazy-imports"])
 def test_no_import_cycle(module_level_only):
-    graph = {name: _imports(name, path, module_level_only) - _parents(name) for name, path in MODULES.items()}
-    assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
+    cycle = find_cycle(import_graph(EVERYTHING, module_level_only))
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def test_no_import_runs_up_a_layer():
+    """Lazy imports count: a function-level import of a higher layer is the same dependency."""
+    offenders = upward_imports(import_graph(EVERYTHING))
+    assert not offenders, "\n".join(offenders)
+
+
+def test_command_modules_are_thin():
+    offenders = long_commands(SOURCES)
+    assert not offenders, "\n".join(offenders)
+
+
+def test_only_the_front_door_composes_configs():
+    """config.compose / hydra's compose API run in cli/ (and config.py, which wraps them) alone."""
+    offenders = compose_calls(SOURCES)
+    assert not offenders, "\n".join(offenders)
+
+
+# --- Each rule fails on a planted violation --------------------------------------------------------
+
+def _plant(modules: dict[str, str]) -> dict[str, Source]:
+    """An in-memory module map; a name ending in `.__init__` is that package's __init__.py."""
+    return {name.removesuffix(".__init__"): Source(textwrap.dedent(text), name.endswith(".__init__"))
+            for name, text in modules.items()}
+
+
+def test_cycle_rule_sees_a_planted_cycle_also_through_a_lazy_import():
+    eager = _plant({"fixedcode_study.a": "from . import b\n", "fixedcode_study.b": "from .a import x\n",
+                    "fixedcode_study.c": "from .a import y\n"})
+    assert find_cycle(import_graph(eager, module_level_only=True)) == [
+        "fixedcode_study.a", "fixedcode_study.b", "fixedcode_study.a"]
+    lazy = _plant({"fixedcode_study.a": "from . import b\n",
+                   "fixedcode_study.b": "def f():\n    from .a import x\n    return x\n"})
+    assert find_cycle(import_graph(lazy, module_level_only=True)) is None
+    assert find_cycle(import_graph(lazy)) == ["fixedcode_study.a", "fixedcode_study.b", "fixedcode_study.a"]
+    # a package's __init__ importing its submodule is no cycle (the submodule's import runs the __init__ first)
+    package = _plant({"fixedcode_study.record.__init__": "from .jobdir import JobDir\n",
+                      "fixedcode_study.record.jobdir": "from ..errors import JobBusy\n", "fixedcode_study.errors": ""})
+    assert find_cycle(import_graph(package)) is None
+    # the checkout alias is in the graph: a cycle through it is seen
+    alias = _plant({"analysis.__main__": "from fixedcode_study.analysis.report import main\n",
+                    "fixedcode_study.analysis.report": "import analysis.__main__\n"})
+    assert find_cycle(import_graph(alias)) == ["analysis.__main__", "fixedcode_study.analysis.report",
+                                               "analysis.__main__"]
+
+
+def test_layer_rule_sees_planted_upward_imports():
+    planted = _plant({
+        "fixedcode_study.training.__init__": "",
+        "fixedcode_study.training.console": "def say(): ...\n",
+        "fixedcode_study.training.speed": "",
+        "fixedcode_study.training.job": "from ..record.reuse import link\n",           # down: fine
+        "fixedcode_study.record.reuse": "from ..training.console import say\n",        # record -> training
+        "fixedcode_study.config": "def f():\n    from .training import speed\n",     # lazy, config -> training
+        "fixedcode_study.hub.export": "",
+        "fixedcode_study.cli.export": "from ..hub.export import export_checkpoint\n",
+        "fixedcode_study.export": "from .cli.export import main\n",                    # an alias: a command
+        "fixedcode_study.analysis.read.runs": "from ..report import write_report\n",  # read -> report
+        "fixedcode_study.analysis.report": "from .read.runs import load_run_dirs\n",  # down: fine
+        "fixedcode_study.analysis.gossip": "",                                          # in no analysis layer
+        "fixedcode_study.analysis.dashboard": "from .gossip import x\n",
+        "fixedcode_study.scratch": "",                                                  # in no layer at all
+        "analysis.__main__": "from fixedcode_study.analysis.report import write_report\n",  # the alias: fine
+    })
+    offenders = upward_imports(import_graph(planted))
+    assert [o.split(" (")[0] for o in offenders] == [
+        "fixedcode_study.analysis.dashboard -> fixedcode_study.analysis.gossip",
+        "fixedcode_study.analysis.read.runs -> fixedcode_study.analysis.report",
+        "fixedcode_study.config -> fixedcode_study.training",
+        "fixedcode_study.config -> fixedcode_study.training.speed",
+        "fixedcode_study.record.reuse -> fixedcode_study.training.console",
+        "fixedcode_study.scratch: in no layer",
+    ], offenders
+
+
+def test_thin_command_rule_sees_a_planted_long_command():
+    line = "x = 1\n"
+    planted = _plant({"fixedcode_study.cli.fat": line * 130, "fixedcode_study.cli.thin": line * 120,
+                      "fixedcode_study.cli.args": line * 300, "fixedcode_study.cli.__main__": line * 300,
+                      "fixedcode_study.studies.study": line * 900})
+    assert long_commands(planted) == [
+        "fixedcode_study.cli.fat: 130 lines (at most 120: move the library code below cli/)"]
+
+
+def test_compose_rule_sees_planted_compositions():
+    planted = _plant({
+        "fixedcode_study.evaluation.harness": """
+            from ..config import compose
+            def settings():
+                return compose([]).eval
+            """,
+        "fixedcode_study.systems.bench": """
+            from .. import config
+            from hydra import compose as hydra_compose, initialize_config_dir
+            def cfgs():
+                with initialize_config_dir(config_dir="conf"):
+                    return hydra_compose("config"), config.compose_variant([], "gf2")
+            """,
+        "fixedcode_study.hub.external": """
+            import hydra
+            def cfg():
+                hydra.initialize(config_path="conf")
+            def initialize():  # not Hydra's
+                pass
+            initialize()
+            """,
+        "fixedcode_study.cli.pretokenize": "from ..config import compose\ncfg = compose([])\n",
+        "fixedcode_study.config": ("from hydra import compose, initialize_config_dir\n"
+                                   "def compose_(o):\n    with initialize_config_dir(config_dir='c'):\n"
+                                   "        return compose('config', o)\n"),
+    })
+    assert [o.split(" (")[0] for o in compose_calls(planted)] == [
+        "fixedcode_study.evaluation.harness:4 compose()",
+        "fixedcode_study.hub.external:4 initialize()",
+        "fixedcode_study.systems.bench:5 initialize_config_dir()",
+        "fixedcode_study.systems.bench:6 compose_variant()",
+        "fixedcode_study.systems.bench:6 hydra_compose()",
+    ]
 
 
 def _code_strings(path: Path) -> list[tuple[int, str]]:
@@ -126,7 +201,15 @@ ALSO_SPELLED_BY = {"config.json": {"fixedcode_study.systems.bench", "fixedcode_s
                                    "fixedcode_study.hub.card"},
                    "tokenizer.json": {"fixedcode_study.data.tokenizer", "fixedcode_study.systems.bench"},
                    # conf/config.yaml, Hydra's root config, shares the job config's file name
-                   "config.yaml": {"fixedcode_study.config"}}
+                   "config.yaml": {"fixedcode_study.config"},
+                   # Prose that reads no file: `fixedcode analyze --help` tells the user what makes a folder
+                   # a job, and the report's Methods text and table/figure captions tell its reader which
+                   # record file a number comes from. The analysis *readers* (analysis/read/) take the
+                   # names from record/jobdir.py like every other module.
+                   "results.json": {"fixedcode_study.analysis.__main__", "fixedcode_study.analysis.report",
+                                    "fixedcode_study.analysis.tables.code", "fixedcode_study.analysis.tables.compare",
+                                    "fixedcode_study.analysis.tables.summary",
+                                    "fixedcode_study.analysis.figures.curves"}}
 
 
 def _spells(text: str, file_name: str) -> bool:
@@ -166,17 +249,20 @@ def test_one_atomic_writer():
                                       "module_group", "parameter_groups", "optimizer_group", "optimizer_groups",
                                       "adamw_state_bytes"])
 def test_accounting_facts_have_one_definition(function):
-    owners = [name for name, path in MODULES.items()
-              for node in ast.walk(ast.parse(path.read_text()))
-              if isinstance(node, ast.FunctionDef) and node.name == function]
+    """One function computes each fact; a method of that name (build.BuiltModel.flops_per_token) is
+    an accessor only when it calls accounting's function."""
+    owners, computing_methods = [], []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        owners += [name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function]
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for method in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == function):
+                delegates = any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == function
+                                for c in ast.walk(method))
+                if not delegates:
+                    computing_methods.append(f"{name}.{cls.name}.{function}")
     assert owners == ["fixedcode_study.accounting"], owners
-
-
-def test_only_config_composes_hydra_configs():
-    """hydra.compose / initialize_config_dir appear in config.py alone (run.py's @hydra.main aside)."""
-    offenders = [name for name, path in MODULES.items() if name != "fixedcode_study.config"
-                 and ("initialize_config_dir" in path.read_text() or "from hydra import compose" in path.read_text())]
-    assert not offenders, offenders
+    assert not computing_methods, computing_methods
 
 
 @pytest.mark.parametrize("input_name", available("input"))
@@ -244,8 +330,11 @@ def test_each_stage_package_says_what_it_owns():
 
 
 def test_analysis_reads_the_record_without_the_training_stack():
-    """analysis/ imports only record.jobdir from the workbench: it must run where torch is absent."""
-    for path in (ROOT / "analysis").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fixedcode_study"):
-                assert node.module == "fixedcode_study.record.jobdir", f"{path.name}: {node.module}"
+    """fixedcode_study.analysis imports only record.jobdir from the rest of the workbench (lazy imports
+    included): it must run where torch is absent. The checkout alias imports the analysis alone."""
+    graph = import_graph(EVERYTHING)
+    outside = {f"{name} -> {target}" for name, targets in graph.items()
+               if name.startswith("fixedcode_study.analysis") for target in targets
+               if not target.startswith("fixedcode_study.analysis") and target != "fixedcode_study.record.jobdir"}
+    assert not outside, sorted(outside)
+    assert graph["analysis.__main__"] == {"fixedcode_study.analysis.__main__"}

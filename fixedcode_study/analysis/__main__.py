@@ -1,6 +1,13 @@
-"""CLI: python -m analysis RUN_DIR [RUN_DIR ...] --out REPORT_DIR [--wandb ENTITY/PROJECT [--group G]]
+"""`fixedcode analyze RUN_DIR [RUN_DIR ...] --out REPORT_DIR [--wandb ENTITY/PROJECT [--group G]]
 [--baseline NAME] [--pairs A:B[,C:D]] [--margin METRIC=VALUE ...] [--reference] [--ema-alpha A]
-[--wandb-report ENTITY/PROJECT [--dry-run] [--wandb-log-report]] (the study's W&B dashboard: analysis/dashboard.py)."""
+[--wandb-report ENTITY/PROJECT [--dry-run] [--wandb-log-report]]` (the study's W&B dashboard: dashboard.py).
+
+Tables, figures and report.md from fixed-code study runs (see docs/results-schema.md).
+`python -m analysis ...` (from a checkout) and `python -m fixedcode_study.analysis ...` are the same
+command. The arguments stay argparse's (RUN_DIRs are paths such as `.../input=gf2,seed=1`, which
+the workbench's key=value convention would read as settings), with the workbench's error
+convention: a bad argument is one line on stderr and exit 2, and `main` returns the exit code.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +20,30 @@ from pathlib import Path
 from .errors import AnalysisError
 
 
+class UsageStop(Exception):
+    """parse_args stops: --help (code 0) or a bad argument (code 2, `line` is its one-line error)."""
+
+    def __init__(self, code: int, line: str | None = None):
+        super().__init__(line or "")
+        self.code, self.line = code, line
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that prints a bad argument as one line (not usage plus error) and exits nothing itself."""
+
+    def error(self, message: str):
+        raise UsageStop(2, f"error: {message}; see fixedcode analyze --help")
+
+    def exit(self, status: int = 0, message: str | None = None):
+        if message:
+            print(message, file=sys.stderr, end="")
+        raise UsageStop(status)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m analysis",
-        description="Tables, figures and report.md from fixed-code study runs (see docs/results-schema.md).",
+    parser = _Parser(
+        prog="fixedcode analyze",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Runs that differ in optim.lr (or optim.warmup_*) within one input are a tuning study, detected "
                "automatically: each arm's best learning rate is chosen on val_loss_select and the arms are "
                "compared on the held-out val_loss_report (see report.md, Methods).")
@@ -85,7 +112,12 @@ def load(args: argparse.Namespace):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except UsageStop as stop:
+        if stop.line:
+            print(stop.line, file=sys.stderr)
+        return stop.code
     started = time.perf_counter()
     try:
         # Options first: a typo in --pairs or --margin fails before any run is read.

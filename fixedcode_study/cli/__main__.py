@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from .args import exit_with
+
 # command -> (module, entry function, one line for the listing). A table, as litgpt's __main__.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("fixedcode_study.cli.run", "cli", "train jobs (Hydra app; -m for a sweep of jobs)"),
@@ -46,10 +48,16 @@ def main(argv: list[str] | None = None) -> int | None:
               file=sys.stderr)
         return 2
     module, function, _ = COMMANDS[name]
-    sys.argv = [f"fixedcode {name}", *rest]  # Hydra's app and lm-eval's CLI read sys.argv themselves
     entry = getattr(importlib.import_module(module), function)
-    return entry() if function == "cli" else entry(rest)
+    if function != "cli":
+        return entry(rest)
+    saved = sys.argv
+    sys.argv = [f"fixedcode {name}", *rest]  # Hydra's app and lm-eval's CLI read sys.argv themselves
+    try:
+        return entry()
+    finally:
+        sys.argv = saved  # an in-process caller (a test, a notebook) gets its own argv back
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main())

@@ -1,6 +1,7 @@
-"""`python -m fixedcode_study.export checkpoint=DIR out=DIR [overwrite=false] [verify=true]`.
+"""`fixedcode export checkpoint=DIR out=DIR [overwrite=false] [verify=true]`: a checkpoint -> a Hugging Face folder.
 
-    python -m fixedcode_study.export checkpoint=outputs/multirun/main/input=gf2,seed=1 out=exports/gf2-s1
+    fixedcode export checkpoint=outputs/multirun/main/input=gf2,seed=1 out=exports/gf2-s1
+    python -m fixedcode_study.export checkpoint=... out=...        # the same command
 
 checkpoint= is a final checkpoint folder or a job directory. The result is a Hugging Face folder:
 a learned-input model is a plain LlamaForCausalLM; a fixed-code model carries modeling_fixedcode.py
@@ -12,25 +13,32 @@ workbench model (verify=false skips that). The work is hub/export.py's.
 
 from __future__ import annotations
 
-from . import args as cliargs
+from typing import Any
+
 from ..hub.export import export_checkpoint
+from .args import REQUIRED, Command, Key, exit_with, run_command
 
-USAGE = "usage: checkpoint=<checkpoint or job folder> out=<new folder> [overwrite=false] [verify=true]"
+COMMAND = Command("export", __doc__, keys=(
+    Key("checkpoint", REQUIRED, "checkpoint or job folder"),
+    Key("out", REQUIRED, "the new Hugging Face folder"),
+    Key("overwrite", False, "replace an existing out folder"),
+    Key("verify", True, "load the folder back and compare its logits with the workbench model's"),
+))
 
 
-def export(args: list[str]) -> None:
-    opts = cliargs.parse(args, {"checkpoint": cliargs.REQUIRED, "out": cliargs.REQUIRED,
-                                "overwrite": False, "verify": True}, USAGE)
-    exported = export_checkpoint(opts["checkpoint"], opts["out"], verify=opts["verify"], overwrite=opts["overwrite"])
+def export(values: dict[str, Any], _overrides: list[str]) -> int:
+    exported = export_checkpoint(values["checkpoint"], values["out"], verify=values["verify"],
+                                 overwrite=values["overwrite"])
     inputs = ", ".join(f"{k} {v}" for k, v in exported.input_tensors.items()) or "none (computed from the ID)"
     checked = ("not checked (verify=false)" if exported.max_abs_logit_diff is None
                else f"logits equal the workbench model's (max |diff| {exported.max_abs_logit_diff:.1e})")
     print(f"[export] {exported.architecture} -> {exported.path}\n  input tensors: {inputs}\n  {checked}")
+    return 0
 
 
-def main(argv: list[str] | None = None) -> None:
-    cliargs.run_command(argv, __doc__, export)
+def main(argv: list[str] | None = None) -> int:
+    return run_command(COMMAND, argv, export)
 
 
 if __name__ == "__main__":
-    main()
+    exit_with(main())

@@ -78,10 +78,11 @@ def staleness(subject: dict, results: dict) -> str:
     fingerprint = (results.get("fingerprint") or {}).get("sha")
     finished = results.get("finished_at")
     if subject.get("job_fingerprint") != fingerprint:
-        return (f"its job fingerprint {str(subject.get('job_fingerprint'))[:12]} differs from results.json's "
+        return (f"its job fingerprint {str(subject.get('job_fingerprint'))[:12]} differs from {RESULTS_FILE}'s "
                 f"{str(fingerprint)[:12]}")
     if subject.get("job_finished_at") != finished:
-        return f"it was measured on the job finished at {subject.get('job_finished_at')}, results.json says {finished}"
+        return (f"it was measured on the job finished at {subject.get('job_finished_at')}, "
+                f"{RESULTS_FILE} says {finished}")
     return ""
 
 

@@ -118,7 +118,7 @@ def job_record(results: dict, run: str, job_dir: Path) -> dict:
         "data": (results.get("data") or {}).get("name"),
         # common random numbers: runs of different variants at one seed may be paired (fixedcode_study.analysis.stats.pairing)
         "crn": is_crn(results),
-        "flops_per_token": flops_per_token(results),
+        "flops_per_token": recorded_flops_per_token(results),
         # the training source the run was computed with (results.json fingerprint.code_sha)
         "code_sha": ((results.get("fingerprint") or {}).get("code_sha") or "")[:12] or None,
         # a job linked from a completed job of another study with the same fingerprint (record/reuse.py)
@@ -133,7 +133,7 @@ def job_record(results: dict, run: str, job_dir: Path) -> dict:
     return rec
 
 
-def flops_per_token(results: dict) -> float:
+def recorded_flops_per_token(results: dict) -> float:
     """Training FLOPs per token when the record carries them (a number, or accounting's dict with
     'total'); NaN otherwise."""
     for value in (results.get("flops_per_token"), (results.get("plan") or {}).get("flops_per_token")):
@@ -151,11 +151,11 @@ def read_curves(job_dir: Path, notes: list[str], run: str) -> pd.DataFrame | Non
     try:
         curves = pd.read_csv(path)
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
-        notes.append(f"{run}: metrics.csv unreadable ({type(exc).__name__}); curves omitted")
+        notes.append(f"{run}: {METRICS_FILE} unreadable ({type(exc).__name__}); curves omitted")
         return None
     missing = [c for c in CURVE_COLUMNS if c not in curves.columns]
     if missing:
-        notes.append(f"{run}: metrics.csv lacks columns {missing}; curves omitted")
+        notes.append(f"{run}: {METRICS_FILE} lacks columns {missing}; curves omitted")
         return None
     curves = curves[CURVE_COLUMNS].copy()
     curves["value"] = pd.to_numeric(curves["value"], errors="coerce")
@@ -171,7 +171,7 @@ def read_job(job_dir: Path, notes: list[str]) -> tuple[dict, list[pd.DataFrame]]
         results = json.loads((job_dir / RESULTS_FILE).read_text())
     except (OSError, ValueError) as exc:
         first_line = str(exc).splitlines()[0] if str(exc) else ""
-        return unreadable_record(run, job_dir, f"unreadable results.json ({type(exc).__name__}: {first_line})"), []
+        return unreadable_record(run, job_dir, f"unreadable {RESULTS_FILE} ({type(exc).__name__}: {first_line})"), []
     return results_to_frames(results, run, job_dir, read_curves(job_dir, notes, run))
 
 
@@ -264,7 +264,7 @@ def build_study(collected: Collected) -> Study:
     if reused:
         notes.append(f"{reused} included job(s) were not trained in their own study: each reuses a completed job "
                      "with the same fingerprint (settings and training source) from another study, linked rather "
-                     "than retrained (results.json reused_from; tables/jobs.csv).")
+                     f"than retrained ({RESULTS_FILE} reused_from; tables/jobs.csv).")
     empty = pd.DataFrame({"step": pd.Series(dtype=float), "tokens": pd.Series(dtype=float),
                           "metric": pd.Series(dtype=object), "value": pd.Series(dtype=float),
                           "kind": pd.Series(dtype=object), "stderr": pd.Series(dtype=float),
@@ -382,8 +382,8 @@ def collect_run_dirs(roots: list[str | Path]) -> Collected:
         collected.externals.append(externals)
         collected.external_settings.update(settings)
     for orphan in orphans:
-        collected.records.append(unreadable_record(display_path(orphan), orphan, "no results.json (job never "
-                                                   "finished writing it)") | {"status": "missing results.json"})
+        collected.records.append(unreadable_record(display_path(orphan), orphan, f"no {RESULTS_FILE} (job never "
+                                                   "finished writing it)") | {"status": f"missing {RESULTS_FILE}"})
     return collected
 
 
