@@ -127,7 +127,7 @@ def test_unpacked_wheel_finds_its_own_configs(wheel, tmp_path):
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(site)  # a pure wheel's files are the installed layout
-    code = ("import json, fixedcode_study.config as c; from fixedcode_study import sweep; "
+    code = ("import json, fixedcode_study.config as c; from fixedcode_study.studies import study as sweep; "
             "cfg = c.compose(['model=test_micro', 'input=gf2']); "
             "print(json.dumps({'file': c.__file__, 'conf': c.CONFIG_DIR, 'sweeps': str(c.SWEEPS_DIR), "
             "'studies': sweep.available_studies(), 'model': cfg.model.name, 'input': cfg.input.name, "
@@ -143,12 +143,35 @@ def test_unpacked_wheel_finds_its_own_configs(wheel, tmp_path):
     assert sorted(info["studies"]) == sorted(p[: -len(".yaml")] for p in repo_files("sweeps", "*.yaml"))
 
 
+def site_dirs() -> list[str]:
+    """The folders this interpreter imports installed packages from, in its order: the base
+    interpreter's site-packages, or a virtualenv's own (plus the base's under --system-site-packages)."""
+    return list(dict.fromkeys(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")
+                              and Path(p).is_dir()))
+
+
+def venv_reusing_these_packages(venv: Path) -> str:
+    """A fresh venv that sees the packages this interpreter sees, and returns its python.
+
+    `venv --system-site-packages` alone is not enough: made from a virtualenv's python it sees the base
+    interpreter's site-packages, not the virtualenv's, where `pip install -e .` put the dependencies.
+    A .pth file in the new venv adds this interpreter's site folders after the venv's own (`site.addsitedir`
+    also runs their .pth files, as this interpreter did), so the wheel installed into the venv comes first."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    lines = [f"import site; site.addsitedir({folder!r})" for folder in site_dirs()]
+    (Path(purelib) / "_fixedcode_test_outer_env.pth").write_text("\n".join(lines) + "\n")
+    return python
+
+
 @pytest.mark.slow
 def test_wheel_in_a_fresh_venv_describes_and_trains_from_outside_the_checkout(wheel, tmp_path):
-    """What .ci/run does: a venv reusing the installed dependencies, the wheel installed without them."""
+    """What .ci/run does: a venv reusing the installed dependencies, the wheel installed without them.
+    Also from inside a virtualenv (README's commands in a fresh venv): see venv_reusing_these_packages."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
-    python = str(venv / "bin" / "python")
+    python = venv_reusing_these_packages(venv)
     env = clean_env()
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                    check=True, env=env, timeout=300)

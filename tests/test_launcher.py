@@ -3,7 +3,9 @@ job directories and records as one after another, one thread per job on a small 
 corpus prepared once, a start and a result line per job, failures in the summary, and preemption
 (SIGTERM, kill -9 of the sweep's process) that a re-run resumes.
 
-The sweeps run as users run them: `python -m fixedcode_study.run -m ...` in a subprocess.
+The parallel sweeps run as users run them: `python -m fixedcode_study.run -m ...` in a subprocess
+(the launcher's workers and signals are what is tested); the basic launcher runs its jobs in the
+command's own process, here in the test process (helpers.cli).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 from helpers.distributed import cli, results, start, stop
 
 from fixedcode_study.config import compose
@@ -63,8 +66,8 @@ def test_basic_launcher_names_and_summarises_the_same_jobs_alike(sweep, tmp_path
     """hydra/launcher=basic (one after another, in the sweep's process) on the two bad jobs: the same
     directories and the same summary as the parallel sweep gives them (both fail before training)."""
     root, _ = sweep
-    proc = cli(["-m", "seed=1,2", "train.global_batch_tokens=1000", *SMALL, f"out_root={tmp_path}",
-                "hydra/launcher=basic"], cwd=tmp_path)
+    proc = run_cli(["-m", "seed=1,2", "train.global_batch_tokens=1000", *SMALL, f"out_root={tmp_path}",
+                    "hydra/launcher=basic"], cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "[run] summary: 0 ran, 0 skipped as complete, 2 failed" in proc.stdout
     basic = {p.name for p in (tmp_path / "multirun" / "main").iterdir() if (p / ".hydra").is_dir()}

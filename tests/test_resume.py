@@ -1,4 +1,7 @@
-"""Checkpoints and resume: a killed run continues bit for bit; SIGTERM saves and exits non-zero."""
+"""Checkpoints and resume: a killed run continues bit for bit; SIGTERM saves and exits non-zero.
+
+The kills hit a real process (helpers.distributed.start); the re-run that resumes runs in this
+process (helpers.cli), as the same command line."""
 
 from __future__ import annotations
 
@@ -6,10 +9,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import torch
+from helpers.cli import run_cli
 from helpers.distributed import (
     TINY,
-    cli,
     metric_rows,
     only_job,
     reference_run,
@@ -35,7 +39,7 @@ def test_sigkill_then_rerun_resumes_to_identical_metrics(tmp_path, tmp_path_fact
     assert killed_at >= 12 and last["fixedcode_resume"]["rng"], "RNG states missing from the checkpoint"
     assert (job / "checkpoints" / ".step-0000012.ckpt.tmp").exists() is False
 
-    rerun = cli(args, cwd=tmp_path)  # the same command again
+    rerun = run_cli(args, cwd=tmp_path)  # the same command again
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     res, ref = results(job), results(reference)
     assert res["status"] == "completed" and res["attempts"] == 2 and res["resumed_from_step"] == killed_at
@@ -48,6 +52,7 @@ def test_sigkill_then_rerun_resumes_to_identical_metrics(tmp_path, tmp_path_fact
     assert not (job / "checkpoints" / "last.ckpt").exists()  # resume state dropped once complete
 
 
+@pytest.mark.slow  # the same run, signal and checks as test_trust's test_checkpoint_of_other_settings_is_never_resumed
 def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path):
     args = [*TINY, "checkpoint.every_steps=0", "checkpoint.keep_every_steps=4", f"out_root={tmp_path}"]
     proc = start(args, tmp_path, tmp_path / "run.log")

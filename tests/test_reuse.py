@@ -2,8 +2,8 @@
 linked into this study's job directory (record/reuse.py), never retrained.
 
 One tiny source job is trained once per module (study `a`, in process, with W&B offline), and study
-`b` reuses it through the CLI (`run -m name=b`); every other test reuses it in process with `run_job`,
-in the directory the CLI would use.
+`b` reuses it through the command line (`run -m name=b`, run in this process: helpers.cli); every
+other test reuses it in process with `run_job`, in the directory the command line would use.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ import csv
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import Completed, run_cli
 
 from fixedcode_study.config import compose, job_key
 from fixedcode_study.record.jobdir import JobDir
@@ -43,10 +42,9 @@ def no_training(monkeypatch):
     monkeypatch.setattr(job_module, "_train", refuse)
 
 
-def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def cli(args: list[str], cwd: Path) -> Completed:
     # hydra/launcher=basic: one job, in the app's own process (the parallel launcher's workers add seconds)
-    return subprocess.run([sys.executable, "-m", "fixedcode_study.run", "-m", "hydra/launcher=basic", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    return run_cli(["-m", "hydra/launcher=basic", *args], cwd=cwd)
 
 
 def job_in(root: Path, study: str, extra: tuple[str, ...] = ()) -> tuple[object, JobDir]:
@@ -131,6 +129,7 @@ def test_reuse_false_and_force_true_train(studies, no_training):
     assert not job.results.exists() and not job.final_checkpoint.exists()
 
 
+@pytest.mark.slow  # trains the job again: the decision is covered above, CPU determinism in test_run
 def test_reuse_false_really_retrains_to_the_same_numbers(studies):
     cfg, job = job_in(studies["root"], "e", ("reuse=false",))
     outcome = run_job(cfg, job.path)

@@ -1,4 +1,9 @@
-"""End to end: the Hydra app trains real (tiny) models and writes complete, reproducible results."""
+"""End to end: the Hydra app trains real (tiny) models and writes complete, reproducible results.
+
+The README's sweep (`python -m fixedcode_study.run -m input=learned,binary16,gf2 ...`, the default
+parallel launcher) and one bad setting run as a user runs them, in a subprocess; the other command
+lines run in this process (helpers.cli), which gives the same exit code, output and job directory.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 
 from fixedcode_study.config import compose as compose_config
 from fixedcode_study.training.job import train_job
@@ -19,7 +25,7 @@ REQUIRED = ["input", "seed", "model", "code_width", "params", "final", "tokens_s
             "tokens_per_second", "status", "overrides", "config", "input_props", "data", "checkpoint"]
 
 
-def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def run_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fixedcode_study.run", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=600)
 
@@ -32,7 +38,7 @@ def metric_rows(job: Path, metric: str) -> list[float]:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sweep")
-    proc = run_cli(["-m", "input=learned,binary16,gf2", *TINY, f"out_root={out}", "name=e2e"], cwd=out)
+    proc = run_process(["-m", "input=learned,binary16,gf2", *TINY, f"out_root={out}", "name=e2e"], cwd=out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out / "multirun" / "e2e"
 
@@ -109,9 +115,19 @@ def test_bad_configuration_stops_with_one_line(tmp_path, override, field):
     assert sum(ln.startswith("error:") for ln in lines) == 1
 
 
+def test_bad_configuration_from_the_real_command_line_is_one_line_and_exit_2(tmp_path):
+    """The process itself: nothing else on stderr (no warning, no traceback), exit status 2, no record."""
+    proc = run_process(["input=binary16", *TINY, "logger=csv", f"out_root={tmp_path}", "optim.lr=nan"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: optim.lr:"), proc.stderr[-2000:]
+    assert not list(tmp_path.glob("**/results.json"))
+
+
 def test_eval_after_training_and_on_a_finished_job(tmp_path):
     """eval= runs lm-eval on the final weights; adding it to a finished job evaluates without retraining."""
-    common = ["input=gf2", *TINY, "logger=csv", f"out_root={tmp_path}", "name=evaljob"]
+    shorter = [a for a in TINY if not a.startswith("train.tokens=")] + ["train.tokens=4096"]  # size is not the point
+    common = ["input=gf2", *shorter, "logger=csv", f"out_root={tmp_path}", "name=evaljob"]
     assert run_cli(common, cwd=tmp_path).returncode == 0
     job = next((tmp_path / "runs" / "evaljob").iterdir())
     before = (job / "metrics.csv").read_text()

@@ -1,13 +1,22 @@
 """Re-running a sweep is idempotent: completed jobs are skipped untouched, missing ones run, and a
 failing job neither stops nor damages the others while the exit status and summary name it (a bad
-setting is refused before its job directory holds a record)."""
+setting is refused before its job directory holds a record).
+
+hydra/launcher=basic, in this process (helpers.cli): what is tested is the re-run, not the launcher
+(test_launcher runs the parallel one and checks it names and summarises the jobs alike).
+"""
 
 from __future__ import annotations
 
-from helpers.distributed import cli, results
+from helpers.cli import run_cli
+from helpers.distributed import results
 
 SMALL = ["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8", "train.val_every=100",
          "train.log_every=2", "train.val_batch_size=256", "name=resweep"]
+
+
+def cli(args: list[str], cwd):
+    return run_cli([*args, "hydra/launcher=basic"], cwd=cwd)
 
 
 def files_and_mtimes(job):

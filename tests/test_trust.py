@@ -4,6 +4,10 @@ Each test is a scenario that used to let a wrong number through: a re-run after 
 a resume from a checkpoint of other settings, a failed evaluation recorded as completed, W&B
 history that drifts from metrics.csv after kills, a signal outside the training loop, a sweep
 that went on after a preemption, and settings that ended in a traceback.
+
+Kills and signals hit a real process (helpers.distributed.start); the command lines that only run
+a job to its end (a re-run that resumes, a failed evaluation, a bad setting) run in this process
+(helpers.cli.run_cli), with the exit code and output a subprocess would give.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.distributed import TINY, cli, only_job, results, start, wait_for
+import torch
+from helpers.cli import run_cli as cli
+from helpers.distributed import TINY, only_job, results, start, wait_for
 
 from fixedcode_study.config import compose, job_key
 from fixedcode_study.errors import ConfigError
@@ -78,13 +84,19 @@ def test_rerun_under_a_changed_default_is_refused_by_name_and_force_retrains(tmp
 
 
 def test_checkpoint_of_other_settings_is_never_resumed(tmp_path):
+    """SIGTERM mid-training saves last.ckpt, records `preempted` and exits 143; a re-run under other
+    settings is refused by name, the same command resumes (test_resume's SIGTERM test, marked slow,
+    is the same first half)."""
     args = [*TINY, "checkpoint.every_steps=0", "checkpoint.keep_every_steps=4", f"out_root={tmp_path}"]
     proc = start(args, tmp_path, tmp_path / "run.log")
     wait_for("**/checkpoints/step-0000004.ckpt", tmp_path, proc)
     os.kill(proc.pid, signal.SIGTERM)
-    assert proc.wait(timeout=120) == 143
+    assert proc.wait(timeout=120) == 143, (tmp_path / "run.log").read_text()[-3000:]
     job = only_job(tmp_path)
-    assert results(job)["status"] == "preempted" and (job / "checkpoints" / "last.ckpt").exists()
+    res = results(job)
+    assert res["status"] == "preempted" and "SIGTERM" in res["error"]
+    assert 4 <= torch.load(job / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] < 32
+    assert "re-run to resume" in (tmp_path / "run.log").read_text()
     changed = compose([*TINY, f"out_root={tmp_path}", "optim.weight_decay=0.0"])
     with pytest.raises(ConfigError, match=r"resume checkpoint computed under other settings: optim.weight_decay"):
         run_job(changed, job)
