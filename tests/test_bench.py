@@ -17,18 +17,15 @@ import torch
 
 from fixedcode_study import accounting
 from fixedcode_study.accounting import flops_per_token, matmul_params, parameter_groups
-from fixedcode_study.cli.bench import main as bench_main
 from fixedcode_study.build import build_model
+from fixedcode_study.cli.bench import main as bench_main
+from fixedcode_study.cli.bench import variant_configs
+from fixedcode_study.cli.bench_input import input_configs
 from fixedcode_study.model import ModelConfig
-from fixedcode_study.systems.bench import (
-    REFERENCE,
-    STEP,
-    fit_steps,
-    pass_plan,
-    state_only,
-    variant_configs,
-)
-from fixedcode_study.systems.bench_input import run_input_bench
+from fixedcode_study.systems.bench_input import InputBenchOptions, run_input_bench
+from fixedcode_study.systems.bench_report import state_only
+from fixedcode_study.systems.fit import REFERENCE, STEP, fit_steps
+from fixedcode_study.systems.timing import pass_plan
 from fixedcode_study.training.task import LanguageModelTask
 
 PAPER_TABLE = 49_152 * 2_048
@@ -86,11 +83,36 @@ def test_bench_cli_smoke(tmp_path):
     assert set(report["state_accounting"]) == {"learned", "binary16", "gf2"}
 
 
+def test_bench_rows_use_their_own_models_flops(tmp_path):
+    """A size-matched body costs more FLOPs per token than the preset: its row's FLOPs and MFU come
+    from the model actually built for it, not from the first variant's preset."""
+    overrides = ["model=test_micro", "train.batch_size=4"]
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(  # a process of its own: the memory meter retunes malloc for the rest of a process
+        [sys.executable, "-m", "fixedcode_study.bench", *overrides, "--inputs", "learned,binary16_sizematched",
+         "--no-reference", "--steps", "1", "--warmup", "0", "--memory-steps", "1", "--threads", "1",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    rows = {v["name"]: v for v in report["variants"]}
+    assert set(rows) == {"learned", "binary16_sizematched"}
+    built = {}
+    for name, cfg in variant_configs(overrides, list(rows)).items():
+        with torch.device("meta"):
+            built[name] = flops_per_token(build_model(cfg.model, cfg.input).config, report["seq_len"])["total"]
+    assert built["binary16_sizematched"] > built["learned"] == report["flops_per_token"]  # the preset's
+    for name, v in rows.items():
+        assert v["flops_per_token"] == built[name], name
+        assert v["mfu"] == pytest.approx(v["tokens_per_s"] * built[name] / v["peak_flops"]), name
+
+
 def test_bench_rejects_unknown_option(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        bench_main(["model=test_micro", "--stepz", "3"])
-    assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip().startswith("error: --stepz: not an option")
+    code = bench_main(["model=test_micro", "--stepz", "3"])  # main returns the exit status
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --stepz:") and "not an option" in err and "\n" not in err
 
 
 def test_flops_count_matches_the_parameters():
@@ -124,8 +146,9 @@ def test_paper_state_accounting_from_meta_build():
 
 
 def test_input_bench_small_width():
-    rep = run_input_bench(vocab_size=512, d_model=64, batch=2, seq=16, repeats=2, device="cpu",
-                          prototypes=True, log=lambda s: None)
+    rep = run_input_bench(input_configs([], ["learned", "binary16", "gf2"]),
+                          InputBenchOptions(vocab_size=512, d_model=64, batch=2, seq=16, repeats=2, device="cpu",
+                                            prototypes=True), log=lambda s: None)
     rows = {r["name"]: r for r in rep["rows"]}
     assert rows["learned"]["backward_ms"] > 0 and rows["learned"]["optimizer_ms"] > 0
     assert rows["learned"]["trainable_params"] == 512 * 64
@@ -138,7 +161,7 @@ def test_input_bench_small_width():
 def test_peak_memory_meter_sees_an_allocation():
     code = textwrap.dedent("""
         import torch
-        from fixedcode_study.systems.bench import PeakMemory
+        from fixedcode_study.systems.meters import PeakMemory
         meter = PeakMemory(torch.device("cpu"))
         meter.start()
         x = torch.ones(16 * 2**20)  # 64 MiB, touched

@@ -1,33 +1,56 @@
-"""`python -m fixedcode_study.bench [options] [hydra overrides]`: systems cost of each input interface.
+"""`fixedcode bench [settings] [hydra overrides]`: systems cost of each input interface.
 
 Training step time (a Lightning Trainer.fit of the same LanguageModelTask and optimizer that `run`
 uses), peak memory, training-state bytes, checkpoint size and MFU per input variant, against Hugging
 Face's LlamaForCausalLM with the same weights; what is measured and how: systems/bench.py.
-"""
+Also `python -m fixedcode_study.bench`.
 
-from __future__ import annotations
-
-import argparse
-import sys
-from pathlib import Path
-
-import torch
-from hydra.errors import HydraException
-from omegaconf import DictConfig
-
-from ..config import compose
-from ..errors import ConfigError
-from ..record import atomic
-from ..systems import bench
-from ..systems.bench import DEFAULT_INPUTS
-
-EXAMPLES = """examples:
+examples:
   python -m fixedcode_study.bench                                   # cpu_tiny, all three inputs + HF
   python -m fixedcode_study.bench model=cpu_30m --steps 8
   python -m fixedcode_study.bench --inputs learned --settings all --jobs 2   # eager/compiled x fp32/bf16 vs HF
   python -m fixedcode_study.bench model=paper_1p7b --state-only      # AdamW state accounting (meta)
   python -m fixedcode_study.bench model=paper_1p7b train.batch_size=4 train.seq_len=2048  # on a GPU
-Options come before or after the overrides; everything that is not an option is a Hydra override."""
+Settings come before or after the overrides; `input=NAME` benchmarks that one variant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from ..config import compose, compose_variant
+from ..errors import ConfigError
+from .args import Command, Key, exit_with, run_command
+
+DEFAULT_INPUTS = "learned,binary16,gf2"
+
+COMMAND = Command("bench", __doc__, overrides=True, keys=(
+    Key("inputs", DEFAULT_INPUTS, "comma-separated conf/input names", flag="--inputs"),
+    Key("steps", 10, "timed steps per model (median reported)", flag="--steps"),
+    Key("warmup", 2, "untimed steps at the start of every fit", flag="--warmup"),
+    Key("memory_steps", 2, "steps per model in the peak-memory pass", flag="--memory-steps"),
+    Key("no_reference", False, "skip the HF LlamaForCausalLM reference", flag="--no-reference"),
+    Key("device", "auto", "where the models run", flag="--device", choices=("auto", "cpu", "cuda")),
+    Key("schedule", "auto", "auto = abba (also 'interleaved'): steps split over a pass and a reversed pass; "
+        "sequential: one pass", flag="--schedule",
+        choices=("auto", "abba", "interleaved", "sequential")),
+    Key("settings", "default", "default (what `run` uses), all, or of fp32,fp32_compiled,bf16,bf16_compiled",
+        flag="--settings"),
+    Key("jobs", 1, "CPU: also time N jobs side by side (cores/N threads each)", flag="--jobs"),
+    Key("threads", None, "torch.set_num_threads for CPU runs", flag="--threads", kind=int),
+    Key("state_only", False, "only the meta-device AdamW state accounting", flag="--state-only"),
+    Key("json", None, "output path (default ${out_root}/bench/bench-<model>-<device>.json)", flag="--json", kind=str),
+))
+
+
+def variant_configs(overrides: Sequence[str], inputs: Sequence[str]) -> dict[str, DictConfig]:
+    """One composed config per input variant; an `input=` override picks the single variant."""
+    chosen = [o.split("=", 1)[1] for o in overrides if o.startswith("input=")]
+    return {name: compose_variant(overrides, name) for name in (chosen or inputs)}
 
 
 def default_json_path(cfg: DictConfig, device: str, state_only_mode: bool) -> Path:
@@ -35,60 +58,41 @@ def default_json_path(cfg: DictConfig, device: str, state_only_mode: bool) -> Pa
     return Path(str(cfg.out_root)) / "bench" / f"bench-{cfg.model.name}-{kind}.json"
 
 
-def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    p = argparse.ArgumentParser(prog="python -m fixedcode_study.bench", description=__doc__.split("\n")[0],
-                                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--inputs", default=",".join(DEFAULT_INPUTS), help="comma-separated conf/input names")
-    p.add_argument("--steps", type=int, default=10, help="timed steps per model (median reported)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of every fit")
-    p.add_argument("--memory-steps", type=int, default=2, help="steps per model in the peak-memory pass")
-    p.add_argument("--no-reference", action="store_true", help="skip the HF LlamaForCausalLM reference")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--schedule", default="auto", choices=["auto", "abba", "interleaved", "sequential"],
-                   help="abba (default; 'interleaved' is its former name): the timed steps split over a pass "
-                        "through the models and a reversed pass; sequential: one pass")
-    p.add_argument("--settings", default="default",
-                   help="how each model runs: default (what `run` uses), all, or a list of fp32, fp32_compiled, "
-                        "bf16, bf16_compiled")
-    p.add_argument("--jobs", type=int, default=1, help="CPU: also time N jobs side by side (cores/N threads each)")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads for CPU runs")
-    p.add_argument("--state-only", action="store_true", help="only the meta-device AdamW state accounting")
-    p.add_argument("--json", default=None, help="output path (default ${out_root}/bench/bench-<model>-<device>.json)")
-    return p.parse_known_args(argv)
+def bench(values: dict[str, Any], overrides: list[str]) -> int:
+    import torch  # the measuring stack loads only when a bench runs: --help and a bad key stay instant
+
+    from ..record import atomic
+    from ..systems.bench import BenchOptions, run_bench
+    from ..systems.bench_report import format_state, format_table, state_report
+
+    if values["threads"]:
+        torch.set_num_threads(values["threads"])
+    inputs = [s for s in values["inputs"].split(",") if s]
+    if not inputs:
+        raise ConfigError("inputs", "no input variant given", f"pass e.g. inputs={DEFAULT_INPUTS}")
+    options = None if values["state_only"] else BenchOptions(
+        steps=values["steps"], warmup=values["warmup"], memory_steps=values["memory_steps"],
+        reference=not values["no_reference"], device=values["device"], schedule=values["schedule"],
+        settings=values["settings"], jobs=values["jobs"])  # checked before anything is composed or built
+    cfgs = variant_configs(overrides, inputs)
+    if options is None:
+        report = state_report(cfgs, overrides)
+    else:
+        reference = None if not options.reference else \
+            cfgs["learned"] if "learned" in cfgs else compose_variant(overrides, "learned")
+        report = run_bench(cfgs, options, reference_config=reference, overrides=overrides)
+        print(format_table(report))
+    print(format_state(report["state_accounting"], report["model"]))
+    device = report.get("device", {}).get("type", "cpu")
+    out = Path(values["json"]) if values["json"] else default_json_path(compose(overrides), device, values["state_only"])
+    atomic.write_json(out, report)  # never a half-written report under the final name
+    print(f"wrote {out}")
+    return 0
 
 
-def main(argv: list[str] | None = None) -> None:
-    args, overrides = parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        unknown = [o for o in overrides if o.startswith("--")]
-        if unknown:
-            raise ConfigError(unknown[0], "not an option of the benchmark", "see python -m fixedcode_study.bench --help")
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        inputs = [s for s in args.inputs.split(",") if s]
-        if not inputs:
-            raise ConfigError("--inputs", "no input variant given", f"use e.g. --inputs {','.join(DEFAULT_INPUTS)}")
-        if args.state_only:
-            report = bench.state_report(overrides, inputs)
-        else:
-            report = bench.run_bench(overrides, inputs=inputs, steps=args.steps, warmup=args.warmup,
-                                     reference=not args.no_reference, device_arg=args.device,
-                                     schedule=args.schedule, memory_steps=args.memory_steps,
-                                     settings=args.settings, jobs=args.jobs)
-            print(bench.format_table(report))
-        print(bench.format_state(report["state_accounting"], report["model"]))
-        device = report.get("device", {}).get("type", "cpu")
-        out = Path(args.json) if args.json else default_json_path(compose(overrides), device, args.state_only)
-        atomic.write_json(out, report)  # never a half-written report under the final name
-        print(f"wrote {out}")
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    except HydraException as err:  # unknown preset or malformed override
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        print(f"error: overrides: {first_line}; see conf/ for the groups and keys", file=sys.stderr)
-        sys.exit(2)
+def main(argv: list[str] | None = None) -> int:
+    return run_command(COMMAND, argv, bench)
 
 
 if __name__ == "__main__":
-    main()
+    exit_with(main())

@@ -1,52 +1,66 @@
-"""`python -m fixedcode_study.bench_input [options] [hydra overrides]`: the input layer alone.
+"""`fixedcode bench-input [settings] [hydra overrides]`: the input layer alone.
 
 Forward, backward and optimizer cost of each input interface at paper width; see
-systems/bench_input.py for what is measured.
+systems/bench_input.py for what is measured. Also `python -m fixedcode_study.bench_input`.
+
+examples:
+  python -m fixedcode_study.bench_input                               # paper width, 8 x 2048
+  python -m fixedcode_study.bench_input --batch 2 --seq 2048 --prototypes
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
+from collections.abc import Sequence
+from typing import Any
 
 import torch
+from omegaconf import DictConfig
 
+from ..config import compose_variant
 from ..errors import ConfigError
 from ..record import atomic
-from ..systems import bench_input
-from ..systems.bench_input import PAPER_D_MODEL, PAPER_VOCAB, format_table, run_input_bench
+from ..systems.bench_input import PAPER_D_MODEL, PAPER_VOCAB, InputBenchOptions, format_table, run_input_bench
+from .args import Command, Key, exit_with, run_command
+
+COMMAND = Command("bench-input", __doc__, overrides=True, keys=(
+    Key("inputs", "learned,binary16,gf2", "comma-separated conf/input names", flag="--inputs"),
+    Key("vocab", PAPER_VOCAB, "vocabulary size", flag="--vocab"),
+    Key("d_model", PAPER_D_MODEL, "model width", flag="--d-model"),
+    Key("batch", 8, "sequences per batch", flag="--batch"),
+    Key("seq", 2048, "tokens per sequence", flag="--seq"),
+    Key("repeats", 5, "timed repeats per variant (median reported)", flag="--repeats"),
+    Key("device", "auto", "where the layers run", flag="--device", choices=("auto", "cpu", "cuda")),
+    Key("threads", None, "torch.set_num_threads for CPU runs", flag="--threads", kind=int),
+    Key("prototypes", False, "also time candidate fixed-code forwards", flag="--prototypes"),
+    Key("json", None, "write the report here as JSON", flag="--json", kind=str),
+))
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m fixedcode_study.bench_input", description=bench_input.__doc__.split("\n")[0])
-    p.add_argument("--inputs", default="learned,binary16,gf2")
-    p.add_argument("--vocab", type=int, default=PAPER_VOCAB)
-    p.add_argument("--d-model", type=int, default=PAPER_D_MODEL)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seq", type=int, default=2048)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--prototypes", action="store_true", help="also time candidate fixed-code forwards")
-    p.add_argument("--json", default=None, help="write the report here as JSON")
-    args, overrides = p.parse_known_args(sys.argv[1:] if argv is None else argv)
-    try:
-        if any(o.startswith("--") for o in overrides):
-            bad = next(o for o in overrides if o.startswith("--"))
-            raise ConfigError(bad, "not an option of the input benchmark", "see --help")
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        rep = run_input_bench(overrides, inputs=tuple(s for s in args.inputs.split(",") if s),
-                              vocab_size=args.vocab, d_model=args.d_model, batch=args.batch, seq=args.seq,
-                              repeats=args.repeats, device=args.device, prototypes=args.prototypes)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+def input_configs(overrides: Sequence[str], inputs: Sequence[str]) -> dict[str, DictConfig]:
+    """One composed config per input variant named (an `input=` override is replaced by each)."""
+    return {name: compose_variant(overrides, name) for name in inputs}
+
+
+def bench_input(values: dict[str, Any], overrides: list[str]) -> int:
+    options = InputBenchOptions(vocab_size=values["vocab"], d_model=values["d_model"], batch=values["batch"],
+                                seq=values["seq"], repeats=values["repeats"], device=values["device"],
+                                prototypes=values["prototypes"])
+    if values["threads"]:
+        torch.set_num_threads(values["threads"])
+    inputs = [s for s in values["inputs"].split(",") if s]
+    if not inputs:
+        raise ConfigError("inputs", "no input variant given", "pass e.g. inputs=learned,binary16,gf2")
+    rep = run_input_bench(input_configs(overrides, inputs), options)
     print(format_table(rep))
-    if args.json:
-        atomic.write_json(args.json, rep)
-        print(f"wrote {args.json}")
+    if values["json"]:
+        atomic.write_json(values["json"], rep)
+        print(f"wrote {values['json']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(COMMAND, argv, bench_input)
 
 
 if __name__ == "__main__":
-    main()
+    exit_with(main())

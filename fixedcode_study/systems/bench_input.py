@@ -16,6 +16,9 @@ checked bit-exactly against the module), to size proposed changes to the inputs 
 Examples:
   python -m fixedcode_study.bench_input                               # paper width, 8 x 2048
   python -m fixedcode_study.bench_input --batch 2 --seq 2048 --prototypes
+
+The command (cli/bench_input.py) composes each variant's config; this module takes the composed
+configs and the options (`InputBenchOptions`).
 """
 
 from __future__ import annotations
@@ -24,16 +27,41 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+from omegaconf import DictConfig
 
 from ..build import resolve_input_references
-from ..config import compose_variant
 from ..errors import ConfigError
 from ..inputs import FixedCode, InputInterface, build_input
 
 PAPER_VOCAB, PAPER_D_MODEL = 49_152, 2_048
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class InputBenchOptions:
+    """The width, batch and repeats of the input-layer benchmark (checked here, one line each)."""
+
+    vocab_size: int = PAPER_VOCAB
+    d_model: int = PAPER_D_MODEL
+    batch: int = 8
+    seq: int = 2048
+    repeats: int = 5
+    device: str = "auto"       # auto | cpu | cuda
+    prototypes: bool = False   # also time candidate fixed-code forwards
+
+    def __post_init__(self) -> None:
+        for field, key, value in (("vocab_size", "vocab", self.vocab_size), ("d_model", "d_model", self.d_model),
+                                  ("batch", "batch", self.batch), ("seq", "seq", self.seq),
+                                  ("repeats", "repeats", self.repeats)):
+            if value < 1:
+                raise ConfigError(field, f"{value} is not positive", f"pass {key} >= 1")
+        if self.device not in DEVICES:
+            raise ConfigError("device", f"unknown device {self.device!r}", f"use one of {', '.join(DEVICES)}")
 
 
 def _sync(device: torch.device) -> None:
@@ -41,9 +69,8 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def build_layer(name: str, vocab_size: int, d_model: int, overrides: list[str]) -> InputInterface:
-    """The input interface exactly as training builds it, from conf/input/<name>.yaml."""
-    cfg = compose_variant(overrides, name)
+def build_layer(cfg: DictConfig, vocab_size: int, d_model: int) -> InputInterface:
+    """The input interface of a composed config (cfg.input), exactly as training builds it."""
     return build_input(resolve_input_references(cfg.input), vocab_size, d_model, float(cfg.model.init_std))
 
 
@@ -81,22 +108,20 @@ def prototype_forwards(layer: FixedCode) -> dict[str, Callable[[torch.Tensor], t
 
 # -- timing ----------------------------------------------------------------------------------------
 
-def run_input_bench(overrides: list[str] | None = None, *, inputs: tuple[str, ...] = ("learned", "binary16", "gf2"),
-                    vocab_size: int = PAPER_VOCAB, d_model: int = PAPER_D_MODEL, batch: int = 8, seq: int = 2048,
-                    repeats: int = 5, device: str = "auto", prototypes: bool = False,
+def run_input_bench(configs: Mapping[str, DictConfig], options: InputBenchOptions = InputBenchOptions(),
                     log: Callable[[str], None] = print) -> dict[str, Any]:
-    overrides = list(overrides or [])
+    """The input layer of each composed config (input variant -> config, in row order), timed."""
+    vocab_size, d_model, batch, seq = options.vocab_size, options.d_model, options.batch, options.seq
+    repeats, prototypes, device = options.repeats, options.prototypes, options.device
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
                        "cpu" if device == "auto" else device)
-    if repeats < 1 or batch < 1 or seq < 1:
-        raise ConfigError("--repeats", f"repeats={repeats}, batch={batch}, seq={seq}", "use positive values")
     g = torch.Generator().manual_seed(0)
     idx = torch.randint(0, vocab_size, (batch, seq), generator=g).to(dev)  # (B, T)
     upstream = torch.randn(batch, seq, d_model, generator=g).to(dev)  # dL/d(input vectors)
 
     cases: dict[str, dict[str, Any]] = {}
-    for name in inputs:
-        layer = build_layer(name, vocab_size, d_model, overrides).to(dev)
+    for name, cfg in configs.items():
+        layer = build_layer(cfg, vocab_size, d_model).to(dev)
         params = [p for p in layer.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.0) if params else None
         cases[name] = {"layer": layer, "opt": opt, "params": params, "fwd": [], "bwd": [], "opt_t": []}

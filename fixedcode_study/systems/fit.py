@@ -1,0 +1,212 @@
+"""One model under test, trained the way `run` trains it: built fresh, one Lightning Trainer.fit of N
+optimizer steps of training.task.LanguageModelTask on a fixed batch, each step timed by a callback.
+
+The subject is our Decoder of an input variant, or (REFERENCE) Hugging Face's LlamaForCausalLM of
+the same preset behind systems.hf.HFCausalLM, converted from our learned model so both start from the
+same weights. `Fit.config` is the architecture of the model actually built (size matching included;
+for the reference, the Decoder it was converted from): the FLOPs of a row come from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from ..build import build_model
+from ..model import ModelConfig
+from ..training.speed import compile_model
+from ..training.task import LanguageModelTask
+from .meters import live_state_bytes, sync
+
+REFERENCE = "hf_llama"
+STEP = ("Lightning Trainer.fit of training.task.LanguageModelTask (forward, loss, backward, clip, AdamW, "
+        "LR schedule)")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How a model is run: the trainer precision and whether it is compiled."""
+
+    name: str
+    precision: str   # a Lightning precision: 32-true | bf16-mixed
+    compile: bool
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.precision.startswith("bf16") else torch.float32
+
+
+SETTINGS = {s.name: s for s in (Setting("fp32", "32-true", False), Setting("fp32_compiled", "32-true", True),
+                                Setting("bf16", "bf16-mixed", False), Setting("bf16_compiled", "bf16-mixed", True))}
+
+
+def build_subject_model(name: str, cfg: DictConfig, device: torch.device,
+                        same_weights: bool = True) -> tuple[torch.nn.Module, ModelConfig]:
+    """(module, its architecture). Our Decoder for an input variant (cfg.input), or for name ==
+    REFERENCE (cfg.input = learned) the HF Llama of the same preset behind HFCausalLM: converted from
+    our learned model built with the same seed (same weights, same first loss) or, with
+    same_weights=False, HF's own init without building ours (the peak-memory pass, where the source
+    model must not count)."""
+    torch.manual_seed(int(cfg.seed))
+    if name != REFERENCE:
+        model = build_model(cfg.model, cfg.input).to(device)
+        return model, model.config
+    from transformers import LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    from .hf import HFCausalLM, hf_llama_config, to_hf_llama
+
+    hf_logging.disable_progress_bar()
+    if same_weights:
+        source = build_model(cfg.model, cfg.input).to(device)
+        config = source.config
+        hf = to_hf_llama(source)
+        del source
+    else:
+        with torch.device("meta"):
+            shape = build_model(cfg.model, cfg.input)
+        config = shape.config
+        with torch.device(device):
+            hf = LlamaForCausalLM(hf_llama_config(shape))
+        hf.config._attn_implementation = "sdpa"
+    return HFCausalLM(hf), config
+
+
+def make_task(model: torch.nn.Module, cfg: DictConfig, max_steps: int, tokens_per_step: int,
+              compiled_loss: bool = False) -> LanguageModelTask:
+    """The LightningModule `run` trains (token_bytes only feed validation, which the bench skips)."""
+    vocab = int(ModelConfig.from_mapping(cfg.model).vocab_size)
+    return LanguageModelTask(model, cfg.optim, max_steps, tokens_per_step, torch.ones(vocab),
+                             int(cfg.train.log_every), compiled_loss=compiled_loss)
+
+
+def make_trainer(cfg: DictConfig, device: torch.device, max_steps: int, callbacks: list[L.Callback],
+                 root: Path, precision: str = "32-true") -> L.Trainer:
+    """cfg.trainer instantiated as training.job.build_trainer does (gradient clipping and any other
+    setting it has), pinned to one device of the bench's choice with the bench's precision, and
+    with nothing around the steps: no logger, checkpoints, progress bar or validation."""
+    return instantiate(
+        cfg.trainer, accelerator="cuda" if device.type == "cuda" else "cpu",
+        devices=[device.index or 0] if device.type == "cuda" else 1, num_nodes=1, strategy="auto",
+        precision=precision, max_steps=max_steps, max_epochs=-1,
+        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        limit_val_batches=0, num_sanity_val_steps=0, accumulate_grad_batches=1,
+        use_distributed_sampler=False, callbacks=callbacks, default_root_dir=str(root),
+    )
+
+
+class FixedBatch(torch.utils.data.IterableDataset):
+    """The same (B, T+1) int64 batch, forever: every timed step does identical work."""
+
+    def __init__(self, batch: torch.Tensor):
+        self.batch = batch
+
+    def __iter__(self):
+        while True:
+            yield self.batch
+
+
+class StepRecorder(L.Callback):
+    """Times each optimizer step of a fit (on_train_batch_start -> on_train_batch_end: forward, loss,
+    backward, clip, AdamW and the LR scheduler step; CUDA synchronised at both ends) in wall and
+    process CPU time, and keeps the first loss, the LightningModule's type, the optimizer's groups
+    and, at the end, the live training-state bytes.
+
+    release_state: drop the AdamW moments once measured, so the Trainer's teardown (which moves
+    model and optimizer to the CPU) does not copy gigabytes of state of a large model to the host.
+    """
+
+    def __init__(self, device: torch.device, release_state: bool = True):
+        self.device, self.release_state = device, release_state
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.first_loss: float | None = None
+        self.module_type: type | None = None
+        self.optimizer_groups: dict[str, int] = {}
+        self.optimizer_param_ids: dict[str, list[int]] = {}
+        self.state: dict[str, int] = {}
+        self._w0 = self._c0 = 0.0
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.module_type = type(pl_module)
+        opt = trainer.optimizers[0]
+        self.optimizer_groups = {g["name"]: sum(p.numel() for p in g["params"]) for g in opt.param_groups}
+        self.optimizer_param_ids = {g["name"]: [id(p) for p in g["params"]] for g in opt.param_groups}
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
+        sync(self.device)
+        self._w0, self._c0 = time.perf_counter(), time.process_time()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        sync(self.device)
+        self.wall.append(time.perf_counter() - self._w0)
+        self.cpu.append(time.process_time() - self._c0)
+        if self.first_loss is None:
+            self.first_loss = float(outputs["loss"] if isinstance(outputs, Mapping) else outputs)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        opt = trainer.optimizers[0]
+        self.state = live_state_bytes(pl_module.model, opt)
+        if self.release_state:
+            opt.state.clear()
+
+
+@contextlib.contextmanager
+def _quiet_lightning():
+    """No per-fit banner ("GPU available ...") or data-loader hints between the bench's own lines."""
+    from lightning.fabric.utilities.warnings import PossibleUserWarning
+
+    names = ("lightning.pytorch", "lightning.fabric", "lightning")
+    levels = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():  # (resets "print once": without these, every fit repeats them)
+            warnings.simplefilter("ignore", PossibleUserWarning)
+            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")  # Lightning vs newer torch
+            yield
+    finally:
+        for n, level in levels.items():
+            logging.getLogger(n).setLevel(level)
+
+
+@dataclass
+class Fit:
+    """One finished Trainer.fit of one model: the task (model inside), what the callback saw, and the
+    architecture of the model built (the one its FLOPs are counted from)."""
+
+    name: str
+    task: LanguageModelTask
+    record: StepRecorder
+    config: ModelConfig
+
+
+def fit_steps(name: str, cfg: DictConfig, device: torch.device, batch: torch.Tensor, steps: int, root: Path,
+              same_weights: bool = True, setting: Setting = SETTINGS["fp32"]) -> Fit:
+    """Build `name` fresh and train it `steps` optimizer steps on `batch` (B, T+1) through Trainer.fit,
+    run as `setting` says (compiled as `run` compiles: training/speed.py)."""
+    model, config = build_subject_model(name, cfg, device, same_weights)
+    if setting.compile:
+        compile_model(model, per_block=False)
+    B, T = batch.shape[0], batch.shape[1] - 1
+    task = make_task(model, cfg, steps, B * T, compiled_loss=setting.compile)
+    record = StepRecorder(device)
+    loader = torch.utils.data.DataLoader(FixedBatch(batch), batch_size=None)
+    with _quiet_lightning():
+        trainer = make_trainer(cfg, device, steps, [record], root, precision=setting.precision)
+        trainer.fit(task, train_dataloaders=loader)
+    if len(record.wall) != steps:
+        raise RuntimeError(f"bench: {name} ran {len(record.wall)} steps, {steps} were asked for")
+    return Fit(name, task, record, config)
