@@ -1,13 +1,18 @@
 """Assemble a Decoder from the model preset and the input config: the one place that does it.
 
-Training, describe, evaluation, checkpoint loading and benchmarks all build through `build_model`,
-so a variant defined here is the same model everywhere. Two things happen before the modules
-are made, both pure functions of the two configs (so a checkpoint, which stores both, rebuilds
-the identical model):
+Training, describe, evaluation, checkpoint loading and benchmarks all build through here, so a
+variant defined here is the same model everywhere. Building is two steps, both pure functions of
+the two configs (so a checkpoint, which stores both, rebuilds the identical model):
 
-- References are resolved: an input that names another variant (`init_code: binary16`, a learned
-  table initialised from a fixed code; `rms_reference: binary16`, a code scaled to another's RMS)
-  gets that variant's settings from conf/input.
+- `resolve_model(model_cfg, input_cfg)`: the `ModelSpec`, what will be built, decided once: the
+  preset parsed, size matching applied, the FLOP-match target checked. The input config arrives
+  with its references already resolved (an input that names another variant, `init_code:
+  binary16` or `rms_reference: binary16`, carries that variant's settings:
+  config.resolve_input_references, called once by the job's spec resolution, spec/job.py).
+- `build_decoder(spec, seed)`: the modules, from that spec alone.
+`build_model(model_cfg, input_cfg)` does both for callers holding stored configs (checkpoints,
+probes, tests), resolving references first.
+
 - Size matching: an input config with `size_match: learned` widens or deepens the body until the
   model's trainable parameter count matches the learned-table baseline of the same preset. A fixed
   code saves the V x d input table; this control spends exactly those parameters on the body to
@@ -40,26 +45,72 @@ global random state because one variant has a table to draw and another does not
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import torch
 
 from .accounting import block_params, body_params, flops_per_token, head_params
-from .config import load_option
+from .config import resolve_input_references
 from .errors import ConfigError
 from .inputs import build_input, input_trainable_params
 from .model import Decoder, ModelConfig, init_record
 
-__all__ = ["build_model", "flop_matched_tokens", "init_record", "match_size", "resolve_input_references",
-           "trainable_params"]
+__all__ = ["ModelSpec", "build_decoder", "build_model", "flop_matched_tokens", "init_record", "match_size",
+           "resolve_input_references", "resolve_model", "trainable_params"]
 
 SIZE_MATCH_METHODS = ("d_ff", "n_layer", "n_layer+d_ff")
-REFERENCE_KEYS = ("init_code", "rms_reference")  # input settings that name another conf/input variant
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The model a (model preset, input) pair builds, decided before any module exists.
+
+    `config` is the architecture as built (size matching applied); `preset` the one conf/model
+    gave. FLOPs, the compile decision and MFU read `config`, so they describe the built model.
+    `input` is the input config with its references resolved: exactly what build_input receives.
+    """
+    preset: ModelConfig
+    config: ModelConfig
+    input: Mapping[str, Any]
+    size_record: Mapping[str, Any] = field(default_factory=dict)  # match_size's record ({} unmatched)
+    flop_match: str | None = None
+
+    def flops_per_token(self, seq_len: int) -> int:
+        """Training FLOPs per token of the built model (accounting.flops_per_token's total)."""
+        return flops_per_token(self.config, seq_len)["total"]
+
+    def flop_matched_tokens(self, tokens: int, seq_len: int) -> int:
+        """The training token budget: `tokens`, or with `flop_match: learned` the budget at which
+        this model's training FLOPs equal the learned baseline's on `tokens`:
+
+            tokens x F(preset body) / F(this model's body, after size matching)
+
+        F = accounting.flops_per_token at seq_len (input lookups cost nothing in it, so the learned
+        baseline's F is the preset's). Rounded down; the training plan rounds up to whole steps.
+        """
+        if self.flop_match is None:
+            return int(tokens)
+        ratio = flops_per_token(self.preset, seq_len)["total"] / self.flops_per_token(seq_len)
+        return max(1, int(int(tokens) * ratio))
+
+
+def resolve_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any]) -> ModelSpec:
+    """The ModelSpec of a model preset and an input config whose references are resolved."""
+    input_cfg = dict(input_cfg)
+    preset = ModelConfig.from_mapping(model_cfg)
+    matched, size_record = match_size(preset, input_cfg)
+    return ModelSpec(preset, matched, input_cfg, size_record, flop_match_spec(input_cfg))
 
 
 def build_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any], seed: int | None = None) -> Decoder:
-    """The one place a Decoder is assembled from configs (train, describe, evaluate, bench).
+    """A Decoder from stored configs (a checkpoint's, a probe's, a test's): references resolved,
+    then resolve_model and build_decoder. A job builds from its resolved spec instead."""
+    return build_decoder(resolve_model(model_cfg, resolve_input_references(input_cfg)), seed=seed)
+
+
+def build_decoder(spec: ModelSpec, seed: int | None = None) -> Decoder:
+    """The one place a Decoder is assembled (train, describe, evaluate, bench), from its ModelSpec.
 
     seed: the init seed; training passes the run's `seed`. None means torch.initial_seed(), the seed
     the global generator was last seeded with (after L.seed_everything(s) or torch.manual_seed(s)
@@ -67,26 +118,16 @@ def build_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any], seed
     and checkpoint loading (the weights are loaded over the init) need not pass it.
     """
     seed = torch.initial_seed() if seed is None else int(seed)
-    input_cfg = resolve_input_references(input_cfg)
-    mcfg, size_record = match_size(ModelConfig.from_mapping(model_cfg), input_cfg)
+    mcfg = spec.config
     # Constructors draw default inits from the global RNG (nn.Linear, nn.Embedding) before
     # Decoder.reset_parameters redraws everything from its own generators; fork_rng puts the
     # global state back, so the build consumes no global randomness whatever the variant.
     with torch.random.fork_rng(devices=[]):
-        input_layer = build_input(input_cfg, mcfg.vocab_size, mcfg.d_model, mcfg.init_std)
-        input_layer.build_info.update(size_record)  # reaches results.json via properties()
-        if flop_match := flop_match_spec(input_cfg):  # checked here too, so a bad value fails at build
-            input_layer.build_info["flop_match"] = flop_match
+        input_layer = build_input(spec.input, mcfg.vocab_size, mcfg.d_model, mcfg.init_std)
+        input_layer.build_info.update(spec.size_record)  # reaches results.json via properties()
+        if spec.flop_match:
+            input_layer.build_info["flop_match"] = spec.flop_match
         return Decoder(mcfg, input_layer, seed=seed)
-
-
-def resolve_input_references(input_cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The input config with `init_code` / `rms_reference: <variant name>` replaced by that variant's settings."""
-    cfg = {k: v for k, v in input_cfg.items()}
-    for key in REFERENCE_KEYS:
-        if isinstance(cfg.get(key), str):
-            cfg[key] = load_option("input", cfg[key], field=f"input.{key}")
-    return cfg
 
 
 def trainable_params(cfg: ModelConfig, input_trainable: int) -> int:
@@ -95,6 +136,8 @@ def trainable_params(cfg: ModelConfig, input_trainable: int) -> int:
 
 
 def size_match_spec(input_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    # Optional keys: only the *_sizematched inputs declare them; `+input.size_match=learned` on any
+    # other input gets the documented method (module docstring) from these defaults.
     target = input_cfg.get("size_match")
     if target in (None, False, "none"):
         return None
@@ -187,17 +230,7 @@ def flop_match_spec(input_cfg: Mapping[str, Any]) -> str | None:
 
 def flop_matched_tokens(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any], tokens: int,
                         seq_len: int) -> int:
-    """The training token budget of this (model, input): `tokens`, or with `flop_match: learned`
-    the budget at which this model's training FLOPs equal the learned baseline's on `tokens`:
-
-        tokens x F(preset body) / F(this model's body, after size matching)
-
-    F = accounting.flops_per_token at seq_len (input lookups cost nothing in it, so the learned
-    baseline's F is the preset's). Rounded down; the training plan rounds up to whole steps.
-    """
+    """ModelSpec.flop_matched_tokens for stored configs (references resolved first)."""
     if flop_match_spec(input_cfg) is None:
         return int(tokens)
-    base = ModelConfig.from_mapping(model_cfg)
-    matched, _ = match_size(base, resolve_input_references(input_cfg))
-    ratio = flops_per_token(base, seq_len)["total"] / flops_per_token(matched, seq_len)["total"]
-    return max(1, int(int(tokens) * ratio))
+    return resolve_model(model_cfg, resolve_input_references(input_cfg)).flop_matched_tokens(tokens, seq_len)

@@ -2,15 +2,15 @@
 
 Every entry point gets its config from here: the Hydra app (`run`) through `CONFIG_DIR`, every
 other command (describe, sweep, evaluate, pretokenize, bench, bench_input) through `compose`, and
-code that needs one option of a group as plain data (an input variant named by another, e.g.
-`init_code: binary16`) through `load_option`. Nothing else reads conf/.
+code that needs one option of a group as plain data through `load_option` (an input variant named
+by another, e.g. `init_code: binary16`: `resolve_input_references`). Nothing else reads conf/.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -58,6 +58,19 @@ def load_option(group: str, name: str, field: str) -> dict[str, Any]:
     if not path.exists():
         raise ConfigError(field, f"no {group} option {name!r} in conf/{group}", f"use one of {', '.join(available(group))}")
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+
+
+REFERENCE_KEYS = ("init_code", "rms_reference")  # input settings that name another conf/input variant
+
+
+def resolve_input_references(input_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The input config with `init_code` / `rms_reference: <variant name>` replaced by that variant's
+    settings (conf/input/<name>.yaml as it is today: editing it changes every variant naming it)."""
+    cfg = {k: v for k, v in input_cfg.items()}
+    for key in REFERENCE_KEYS:
+        if isinstance(cfg.get(key), str):  # optional: only inputs that name another variant have them
+            cfg[key] = load_option("input", cfg[key], field=f"input.{key}")
+    return cfg
 
 
 def override_key(line: str) -> str:

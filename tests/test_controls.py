@@ -11,11 +11,18 @@ from fixedcode_study.accounting import flops_per_token
 from fixedcode_study.build import build_model, flop_matched_tokens, resolve_input_references
 from fixedcode_study.config import CONFIG_DIR, load_option
 from fixedcode_study.config import compose as compose_config
-from fixedcode_study.cli.describe import describe
+from fixedcode_study.spec import JobSpec
+from fixedcode_study.spec.description import describe as describe_spec
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.inputs import build_input
 from fixedcode_study.model import ModelConfig
-from fixedcode_study.training.plan import plan_batch
+from fixedcode_study.spec.plan import plan_batch
+
+
+def describe(cfg):
+    """The describe dict of a composed config, resolved as `fixedcode describe` resolves it."""
+    return describe_spec(JobSpec.from_cfg(cfg))
+
 
 V, D = 4096, 128  # cpu_tiny
 CONTROLS = ["binary16_permuted", "gaussian16", "binary16_sizematched_isoflop", "gf2_sizematched_isoflop"]
@@ -111,7 +118,7 @@ def test_isoflop_control_trains_the_size_matched_model_on_learneds_training_flop
 
 
 def test_training_plan_applies_the_flop_matched_budget():
-    """The plan (training/plan.py) trains the isoflop arm on the reduced budget, within one step."""
+    """The plan (spec/plan.py) trains the isoflop arm on the reduced budget, within one step."""
     learned = plan_batch(compose_config(["model=cpu_tiny", "input=learned"]))
     cfg = compose_config(["model=cpu_tiny", "input=binary16_sizematched_isoflop"])
     plan = plan_batch(cfg)

@@ -45,11 +45,12 @@ def test_plain_ddp_in_a_local_sweep_is_refused_with_the_fix(tmp_path):
 
 def test_paper_recipe_plan_and_flops():
     from fixedcode_study.config import compose as compose_config
-    from fixedcode_study.training.plan import recipe_summary
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.spec.description import recipe_summary
 
     cfg = compose_config(["experiment=paper_1p7b", "input=binary16", "trainer.num_nodes=4"])
     assert (cfg.model.name, cfg.data.name, cfg.train.seq_len) == ("paper_1p7b", "paper_mix", 2048)
-    r = recipe_summary(cfg)
+    r = recipe_summary(JobSpec.from_cfg(cfg))
     assert r["tokens_budget"] == 100_000_000_000 and r["global_batch_tokens"] == 2**20
     assert r["steps"] == math.ceil(100e9 / 2**20) == 95368
     assert (r["world_size"], r["grad_accum"], r["micro_batch_per_device"]) == (32, 4, 4)

@@ -11,7 +11,14 @@ import torch
 
 from fixedcode_study.build import build_model
 from fixedcode_study.config import compose as compose_config
-from fixedcode_study.cli.describe import describe
+from fixedcode_study.spec import JobSpec
+from fixedcode_study.spec.description import describe as describe_spec
+
+
+def describe(cfg):
+    """The describe dict of a composed config, resolved as `fixedcode describe` resolves it."""
+    return describe_spec(JobSpec.from_cfg(cfg))
+
 
 PAPER_TABLE = 49_152 * 2_048
 

@@ -10,9 +10,18 @@ import yaml
 from fixedcode_study.config import CONFIG_DIR
 from fixedcode_study.config import available
 from fixedcode_study.config import compose as compose_config
-from fixedcode_study.cli.describe import describe, ladder_markdown
+from fixedcode_study.cli.describe import described
+from fixedcode_study.spec import JobSpec
+from fixedcode_study.spec.description import LADDER_INPUTS, ladder_markdown
+from fixedcode_study.spec.description import describe as describe_spec
 from fixedcode_study.model import ModelConfig
 from fixedcode_study.accounting import body_params
+
+
+def describe(cfg):
+    """The describe dict of a composed config, resolved as `fixedcode describe` resolves it."""
+    return describe_spec(JobSpec.from_cfg(cfg))
+
 
 LADDER = ["test_micro", "cpu_tiny", "cpu_30m", "smollm2_135m", "smollm2_360m", "paper_1p7b"]
 
@@ -77,7 +86,8 @@ def test_vocab_is_configurable_on_smollm2_presets():
 
 
 def test_ladder_markdown_rows_agree_with_describe():
-    table = ladder_markdown()
+    table = ladder_markdown({name: {role: described([f"model={name}", f"input={input_name}"])
+                                    for role, input_name in LADDER_INPUTS.items()} for name in available("model")})
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| preset")]
     names = [r.split("|")[1].strip() for r in rows]
     assert set(names) == set(available("model"))

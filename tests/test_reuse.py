@@ -23,7 +23,7 @@ from fixedcode_study.record.reuse import adopt_completed, completed_sources
 from fixedcode_study.training import job as job_module
 from fixedcode_study.training.job import job_fingerprint, run_job
 from fixedcode_study.training.loggers import read_wandb_log, wandb_logs
-from fixedcode_study.training.plan import plan_batch
+from fixedcode_study.spec.plan import plan_batch
 
 # 16 optimizer steps, two validations, fp32 (bf16 is emulated, and slow, on CPUs without it).
 ARGS = ["model=test_micro", "seed=1", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",

@@ -15,7 +15,7 @@ from fixedcode_study.config import compose
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.model import attention
 from fixedcode_study.training.job import compiles, job_fingerprint, run_job
-from fixedcode_study.training.plan import plan_batch
+from fixedcode_study.spec.plan import plan_batch
 from fixedcode_study import hardware
 from fixedcode_study.hardware import native_bf16
 from fixedcode_study.training.speed import loss_functions, resolve_compile, resolve_threads

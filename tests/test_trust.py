@@ -31,7 +31,7 @@ from fixedcode_study.errors import ConfigError
 from fixedcode_study.record.fingerprint import differences
 from fixedcode_study.training.job import job_fingerprint, run_job, train_job
 from fixedcode_study.training.loggers import read_wandb_log, wandb_logs
-from fixedcode_study.training.plan import plan_batch
+from fixedcode_study.spec.plan import plan_batch
 
 # 16 optimizer steps of 512 tokens: a job of a few seconds.
 SHORT = ["model=test_micro", "logger=csv", "train.tokens=8192", "train.batch_size=8", "train.val_every=8",

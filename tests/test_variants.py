@@ -12,12 +12,19 @@ from fixedcode_study.accounting import body_params, parameter_groups
 from fixedcode_study.build import build_model, resolve_input_references, trainable_params
 from fixedcode_study.config import available, load_option
 from fixedcode_study.config import compose as compose_config
-from fixedcode_study.cli.describe import describe
+from fixedcode_study.spec import JobSpec
+from fixedcode_study.spec.description import describe as describe_spec
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.inputs import FixedCode, build_input, input_trainable_params, minimal_code_width
 from fixedcode_study.inputs.gf2 import gf2_rank, matrix_sha256, sample_constrained
 from fixedcode_study.model import ModelConfig
 from fixedcode_study.record.checkpoint import load_checkpoint, save_checkpoint
+
+
+def describe(cfg):
+    """The describe dict of a composed config, resolved as `fixedcode describe` resolves it."""
+    return describe_spec(JobSpec.from_cfg(cfg))
+
 
 V, D = 4096, 128  # cpu_tiny's vocabulary and width
 
@@ -242,9 +249,7 @@ def test_invalid_combinations_fail_fast_with_one_line(overrides, field):
 def test_describe_cli_reports_config_error_as_one_line(capsys):
     from fixedcode_study.cli.describe import main
 
-    with pytest.raises(SystemExit) as exit_:
-        main(["model=cpu_tiny", "input=learned_lowdim", "input.code_width=256"])
-    assert exit_.value.code == 2
+    assert main(["model=cpu_tiny", "input=learned_lowdim", "input.code_width=256"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: model.d_model:") and "\n" not in err
 

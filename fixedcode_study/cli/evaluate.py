@@ -18,18 +18,34 @@ without it). Every other argument is a Hydra override of the `eval` config group
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from . import args as cliargs
+from omegaconf import OmegaConf
+
+from ..config import compose
 from ..errors import ConfigError
-from ..evaluation.harness import compose_eval_config, evaluate_checkpoint
 from ..record.jobdir import JobDir
+from ..spec.evaluation import eval_settings
+from .args import Command, Key, exit_with, run_command
+
+COMMAND = Command("evaluate", __doc__, overrides=True, keys=(
+    Key("checkpoint", None, "a checkpoint directory written by run", kind=str),
+    Key("hf", None, "a Hugging Face model folder or Hub name", kind=str),
+    Key("hf_revision", None, "hf= only: the Hub revision", kind=str),
+    Key("trust_remote_code", None, "hf= only: allow the folder's own modeling code", kind=bool),
+    Key("study", None, "hf= only: the study whose external/ gets the record", kind=str),
+))
+
+
+def compose_eval_config(overrides: list[str]) -> dict[str, Any]:
+    """The validated evaluation settings of the project config with these overrides."""
+    return eval_settings(compose(overrides).eval)
 
 
 def format_summary(record: Mapping[str, Any]) -> str:
-    head = (f"[eval] {record['suite']} on {record['checkpoint']} (lm-eval {record['lm_eval_version']}, "
-            f"{record['seconds']}s)")
-    lines = [head]
+    lines = [f"[eval] {record['suite']} on {record['checkpoint']} (lm-eval {record['lm_eval_version']}, "
+             f"{record['seconds']}s)"]
     for task, metrics in record["tasks"].items():
         shown = [f"{m}={v:.4g}" + (f"±{metrics[m + '_stderr']:.2g}" if metrics.get(m + "_stderr") else "")
                  for m, v in metrics.items() if not m.endswith("_stderr") and v is not None]
@@ -37,11 +53,7 @@ def format_summary(record: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-OWN_KEYS = ("checkpoint", "hf", "hf_revision", "trust_remote_code", "study")
-
-
-def evaluate(args: list[str]) -> None:
-    own = cliargs.take(args, OWN_KEYS)
+def body(own: dict[str, Any], overrides: list[str]) -> int:
     if (own["checkpoint"] is None) == (own["hf"] is None):
         raise ConfigError("checkpoint", "missing" if own["checkpoint"] is None else "given together with hf=",
                           f"pass checkpoint=<checkpoint directory>, e.g. {JobDir('outputs/runs/main/defaults').final_checkpoint}, "
@@ -49,25 +61,28 @@ def evaluate(args: list[str]) -> None:
     hf_only = [k for k in ("hf_revision", "trust_remote_code", "study") if own[k] is not None]
     if own["checkpoint"] is not None and hf_only:
         raise ConfigError(hf_only[0], "applies to hf= models only", f"drop {hf_only[0]}= or use hf=")
-    if own["trust_remote_code"] not in (None, "true", "false"):
-        raise ConfigError("trust_remote_code", f"{own['trust_remote_code']!r} is not true or false",
-                          "pass trust_remote_code=true or false")
-    eval_cfg = compose_eval_config([a for a in args if a.split("=", 1)[0] not in OWN_KEYS])
+    cfg = compose(overrides)
+    settings = eval_settings(cfg.eval)
     if own["hf"] is not None:
-        from ..hub.external import default_study, evaluate_external
+        from ..hub.external import evaluate_external
 
-        record = evaluate_external(own["hf"], eval_cfg, own["study"] or default_study(), own["hf_revision"],
-                                   trust_remote_code=own["trust_remote_code"] == "true")
+        study = own["study"] or str(Path(cfg.out_root) / "multirun" / "main")
+        record = evaluate_external(own["hf"], settings, study, own["hf_revision"],
+                                   trust_remote_code=bool(own["trust_remote_code"]),
+                                   data_cfg=OmegaConf.to_container(cfg.data, resolve=True))
         record["checkpoint"] = f"{record['external']['name']} @ {record['external']['revision']}"
     else:
-        record = evaluate_checkpoint(own["checkpoint"], eval_cfg)
+        from ..evaluation.harness import evaluate_checkpoint
+
+        record = evaluate_checkpoint(own["checkpoint"], settings)
     print(format_summary(record))
     print(f"[eval] wrote {record['output']}")
+    return 0
 
 
-def main(argv: list[str] | None = None) -> None:
-    cliargs.run_command(argv, __doc__, evaluate)
+def main(argv: list[str] | None = None) -> int:
+    return run_command(COMMAND, argv, body)
 
 
 if __name__ == "__main__":
-    main()
+    exit_with(main())

@@ -1,26 +1,17 @@
 """Hydra entry point: `python -m fixedcode_study.run [-m] [overrides]`.
 
-Thin by design: compose the config and call `training.job.run_job`, which decides under the job
-lock. Re-running a command is always safe: completed jobs are skipped, interrupted ones resume
-from their last checkpoint, trained ones only redo a missing evaluation, missing ones run, and a
-job whose stored result or checkpoint was computed under other settings is refused by name. In a
-sweep (-m) a failing job is recorded as failed and the sweep goes on; at the end a summary lists
-every job's outcome and the process exits 1 when any job failed or is `eval_failed`. A bad
-setting stops with one line naming the field (exit 2). A preempted job (SIGTERM/USR1/USR2 at any
-phase) records `preempted` and exits 143 at once, so a scheduler can requeue the same command.
+Thin by design: Hydra composes the config, `spec.JobSpec.from_cfg` resolves and validates it once
+(a bad setting: one line naming the field, exit 2), and `training.job.run_job` decides under the
+job lock: completed jobs are skipped, interrupted ones resume, trained ones only redo a missing
+evaluation, and a job stored under other settings is refused by name. In a sweep (-m) a failing
+job is recorded and the sweep goes on; exit 1 when any job failed or is `eval_failed`, 143 when
+preempted (SIGTERM/USR1/USR2); a bad option or override stops before Hydra runs (cli/run_line.py).
 
-The terminal shows one progress bar and one result line per job (plus Hydra's job header in a
-sweep); what the libraries print (Lightning, W&B, lm-eval, warnings, subprocesses) and the
-traceback of a failed job go to the job's log, <job>/run.log (training/console.py). `-v` (or
-`--verbose`, or FIXEDCODE_VERBOSE=1) keeps all of it on the terminal:
-`python -m fixedcode_study.run -v -m input=learned,binary16`.
-
-A sweep's jobs run side by side on a CPU machine (hydra/launcher=parallel, the default; one thread
-each on <= 3 cores; training/launcher.py): then each job shows a start line instead of a bar, and
-`hydra/launcher=basic` runs them one after another in this process. Either way every job returns a
-`JobResult` (job dir, action, status, one-line why) as its Hydra return value: jobs that ran in
-this process recorded it here, the parallel launcher records those its workers return, and `cli`
-prints the summary from them (launcher.RESULTS).
+The terminal shows one progress bar and one result line per job; what the libraries print and a
+failed job's traceback go to <job>/run.log (console.py); `-v` (or FIXEDCODE_VERBOSE=1) keeps it
+all on the terminal. A sweep's jobs run side by side on a CPU machine (hydra/launcher=parallel, the
+default; studies/launcher.py) or one by one (hydra/launcher=basic); each returns a `JobResult`, from
+which `cli` prints the summary (launcher.RESULTS).
 """
 
 from __future__ import annotations
@@ -36,19 +27,20 @@ from omegaconf import DictConfig
 
 from ..config import CONFIG_DIR
 from ..errors import ConfigError
+from ..console import job_console, say as tell, take_verbose_flag
 from ..record.jobdir import JobBusy, JobDir
-from ..console import job_console, take_verbose_flag
-from ..console import say as tell
-from ..training.job import JobOutcome, run_job
+from ..spec import JobSpec
 from ..studies.launcher import RESULTS, JobResult, collect, register_with_hydra
+from ..training.job import JobOutcome, run_job
 from ..training.resume import Preempted
+from .run_line import check
 
 register_with_hydra()  # hydra/launcher=parallel (conf/hydra/launcher/parallel.yaml)
 
 
-def say(message: str, err: bool = False, log: bool = True) -> None:
+def say(message: str, err: bool = False, log: bool = True) -> None:  # the terminal, also inside a job
     if rank_zero_only.rank == 0:  # ranks > 0 of a distributed job run this too; one voice is enough
-        tell(message, err=err, log=log)  # the terminal, also while a job's library output goes to its log
+        tell(message, err=err, log=log)
 
 
 def _report(job_dir: Path, outcome: JobOutcome) -> JobResult:
@@ -82,7 +74,7 @@ def main(cfg: DictConfig) -> JobResult:
     log = JobDir(job_dir).log_file
     try:
         with job_console(log):
-            outcome = run_job(cfg, job_dir, list(hc.overrides.task))
+            outcome = run_job(JobSpec.from_cfg(cfg), job_dir, list(hc.overrides.task))
             return collect(_report(job_dir, outcome))  # inside: the result line goes to the log as well
     except JobBusy as busy:
         say(f"[run] job {job_dir.name}: {busy}", err=True)
@@ -109,20 +101,18 @@ def main(cfg: DictConfig) -> JobResult:
 
 def cli() -> None:
     sys.argv[1:] = take_verbose_flag(sys.argv[1:])  # -v is ours, not Hydra's: FIXEDCODE_VERBOSE=1
+    check(sys.argv[1:], __doc__)  # a bad option or override: one line, exit 2
     main()
     failed = [r for r in RESULTS if r.failed]
-    skipped = [r for r in RESULTS if r.action == "skipped" and not r.failed]
-    reused = [r for r in RESULTS if r.action == "reused" and not r.failed]
-    ran = [r for r in RESULTS if r.action in ("trained", "evaluated") and not r.failed]
+    skipped, reused, ran = ([r for r in RESULTS if r.action in actions and not r.failed]
+                            for actions in (("skipped",), ("reused",), ("trained", "evaluated")))
     if skipped:
         say(f"[run] {len(skipped)} job(s) were already complete and skipped")
     if len(ran) + len(reused) + len(skipped) + len(failed) > 1:
         say(f"[run] summary: {len(ran)} ran, " + (f"{len(reused)} reused, " if reused else "")
             + f"{len(skipped)} skipped as complete, {len(failed)} failed")
     if failed:
-        say(f"[run] {len(failed)} job(s) failed:", err=True)
-        for result in failed:
-            say(f"  {result.job_dir}: {result.why}", err=True)
+        say("\n".join([f"[run] {len(failed)} job(s) failed:", *(f"  {r.job_dir}: {r.why}" for r in failed)]), err=True)
         sys.exit(1)
 
 

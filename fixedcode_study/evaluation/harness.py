@@ -5,9 +5,10 @@ The command line is `python -m fixedcode_study.evaluate checkpoint=PATH eval=bui
 eval.output): it lives with the weights it describes, and a re-saved checkpoint directory drops
 it along with the old weights.
 
-From Python (training calls this at the end of a job when eval.tasks is non-empty):
+From Python (training calls this at the end of a job when eval.tasks is non-empty, with the
+settings its spec validated, spec/evaluation.py; the command composes and validates them first):
 
-    record = evaluate_checkpoint(checkpoint_dir, cfg.eval, prepared_root=prepared.root)
+    record = evaluate_checkpoint(checkpoint_dir, spec.eval, prepared_root=prepared.root)
     record["tasks"]["hellaswag"]["acc_norm"], record["tasks"]["hellaswag"]["acc_norm_stderr"]
 
 The record (docs/results-schema.md, "eval"): lm_eval_version, tasks {task: {metric: value, metric_stderr: value}}
@@ -31,40 +32,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ..data.layout import read_meta
 from ..errors import ConfigError
 from ..record import atomic
 from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, weights_file
+from ..spec.evaluation import eval_settings
 
-DEFAULTS: dict[str, Any] = {
-    "name": "custom", "tasks": [], "metrics": {}, "num_fewshot": 0, "batch_size": 32, "limit": None,
-    "data_dir": None, "prepared_root": None, "device": None, "dtype": "float32", "bootstrap_iters": 1000,
-    "use_cache": False, "cache_dir": "~/.cache/fixedcode_study", "output": None, "builtin": {},
-}
-
-
-def eval_settings(eval_cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
-    cfg = OmegaConf.to_container(eval_cfg, resolve=True) if isinstance(eval_cfg, DictConfig) else dict(eval_cfg)
-    unknown = sorted(set(cfg) - set(DEFAULTS))
-    if unknown:
-        raise ConfigError(f"eval.{unknown[0]}", "is not an evaluation setting", f"use one of {sorted(DEFAULTS)}")
-    settings = {**DEFAULTS, **cfg}
-    if isinstance(settings["tasks"], str):
-        settings["tasks"] = [t for t in settings["tasks"].split(",") if t]
-    if not settings["tasks"]:
-        raise ConfigError("eval.tasks", "no tasks to evaluate", "pick a suite: eval=builtin or eval=paper")
-    for key, low in (("batch_size", 1), ("num_fewshot", 0), ("bootstrap_iters", 0)):
-        if not isinstance(settings[key], int) or settings[key] < low:
-            raise ConfigError(f"eval.{key}", f"{settings[key]!r} is not an integer >= {low}", f"set eval.{key} to one")
-    if settings["limit"] is not None and not (isinstance(settings["limit"], (int, float)) and settings["limit"] > 0):
-        raise ConfigError("eval.limit", f"{settings['limit']!r} is not positive",
-                          "use null (all documents), a count, or a fraction below 1")
-    if settings["dtype"] not in ("float32", "bfloat16", "float16"):
-        raise ConfigError("eval.dtype", f"{settings['dtype']!r} is not supported", "use float32, bfloat16 or float16")
-    return settings
-
+__all__ = ["build_record", "eval_settings", "evaluate_checkpoint", "file_sha256", "find_prepared_root", "run_suite",
+           "task_metrics", "wandb_metrics"]
 
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
@@ -178,7 +155,10 @@ def run_suite(lm: Any, settings: dict[str, Any], use_cache: str | None = None) -
 
 def evaluate_checkpoint(checkpoint_dir: str | os.PathLike, eval_cfg: Mapping[str, Any] | DictConfig,
                         prepared_root: str | os.PathLike | None = None, write: bool = True) -> dict[str, Any]:
-    """Run the eval config's tasks on a checkpoint; returns the record and (write=True) saves it as JSON."""
+    """Run the eval settings' tasks on a checkpoint; returns the record and (write=True) saves it as JSON.
+
+    eval_cfg: settings from spec.evaluation.eval_settings (or an `eval` config, validated the same way here).
+    """
     from .lm import FixedCodeLM
     from .tasks import BUILTIN_TASKS
 
@@ -217,15 +197,3 @@ def wandb_metrics(record: Mapping[str, Any], prefix: str = "eval") -> dict[str, 
     return {f"{prefix}/{task}/{metric}": value for task, metrics in record["tasks"].items()
             for metric, value in metrics.items() if value is not None}
 
-
-def compose_eval_config(overrides: list[str]) -> DictConfig:
-    """The `eval` group of the project config with these overrides (works whether or not the main
-    config lists `eval` in its defaults)."""
-    from ..config import compose
-
-    has_default = "eval" in compose([])
-    if not has_default:
-        overrides = [f"+{o}" if o.startswith("eval=") else o for o in overrides]
-        if not any(o.startswith("+eval=") for o in overrides):
-            raise ConfigError("eval", "no suite chosen", "add eval=builtin or eval=paper")
-    return compose(overrides).eval

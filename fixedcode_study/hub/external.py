@@ -10,8 +10,9 @@ tasks and writes `<study>/external/<slug>/external.json`: the same task record a
 evaluation, plus `external` (what was evaluated, its revision, parameters, architecture). analysis
 shows it as a marked reference row beside the trained runs and never uses it in a statistic.
 
-Built-in tasks score the held-out documents of a corpus: by default the default training corpus
-(conf/config.yaml's data, prepared if needed), or `eval.prepared_root`. Word perplexity and bits
+Built-in tasks score the held-out documents of a corpus: `eval.prepared_root`, or else the corpus
+of the data config the command passes (conf/config.yaml's data, prepared if needed; the command
+composes it, cli/evaluate.py and cli/probe.py: this module reads no config). Word perplexity and bits
 per byte do not depend on the tokenizer, so an outside model with its own tokenizer is comparable.
 
 Remote code runs only when asked (trust_remote_code=true), except for folders written by our own
@@ -32,7 +33,8 @@ from typing import Any, Mapping
 from omegaconf import DictConfig
 
 from ..errors import ConfigError
-from ..evaluation.harness import eval_settings, file_sha256, run_suite
+from ..evaluation.harness import file_sha256, run_suite
+from ..spec.evaluation import eval_settings
 from ..record import atomic
 from ..record.jobdir import EXTERNAL_DIR, EXTERNAL_FILE
 from . import modeling_fixedcode
@@ -97,27 +99,24 @@ def slug(model: HFModel) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") + "@" + model.revision.replace("sha256:", "")[:12]
 
 
-def default_study() -> str:
-    """Where an outside model's record goes when no study= is given: ${out_root}/multirun/main."""
-    from ..config import compose
-
-    return str(Path(compose([]).out_root) / "multirun" / "main")
-
-
-def default_prepared_root() -> Path:
-    """The prepared cache of the default training corpus (built once if absent)."""
-    from omegaconf import OmegaConf
-
-    from ..config import compose
+def corpus_root(data_cfg: Mapping[str, Any] | None) -> Path:
+    """The prepared cache of a data config (built once if absent): where built-in tasks find documents."""
+    if data_cfg is None:
+        raise ConfigError("eval.prepared_root", "no corpus for the built-in tasks",
+                          "pass eval.prepared_root=<data cache folder>, or evaluate through the command")
     from ..data.prepare import prepare
 
-    return prepare(OmegaConf.to_container(compose([]).data, resolve=True), progress=False).root.resolve()
+    return prepare(dict(data_cfg), progress=False).root.resolve()
 
 
 def evaluate_external(spec: str, eval_cfg: Mapping[str, Any] | DictConfig, study: str | os.PathLike,
                       revision: str | None = None, trust_remote_code: bool = False,
-                      write: bool = True) -> dict[str, Any]:
-    """Evaluate an outside model on the suite; returns the record (written to the study's external/)."""
+                      write: bool = True, data_cfg: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Evaluate an outside model on the suite; returns the record (written to the study's external/).
+
+    eval_cfg: validated settings (spec.evaluation.eval_settings); data_cfg: the corpus built-in tasks
+    score when eval.prepared_root is unset (the command passes the composed config's data).
+    """
     from lm_eval.models.huggingface import HFLM
 
     from ..evaluation.tasks import BUILTIN_TASKS
@@ -129,7 +128,7 @@ def evaluate_external(spec: str, eval_cfg: Mapping[str, Any] | DictConfig, study
         settings["data_dir"] = str(Path(settings["data_dir"]).expanduser().resolve())
     if any(t in BUILTIN_TASKS for t in settings["tasks"]):
         settings["prepared_root"] = str(Path(settings["prepared_root"]).expanduser().resolve()
-                                        if settings["prepared_root"] else default_prepared_root())
+                                        if settings["prepared_root"] else corpus_root(data_cfg))
     try:
         lm = HFLM(pretrained=str(model.path), tokenizer=str(model.path), trust_remote_code=model.trust_remote_code,
                   batch_size=settings["batch_size"], device=settings["device"] or "cpu", dtype=settings["dtype"])
@@ -155,13 +154,12 @@ def evaluate_external(spec: str, eval_cfg: Mapping[str, Any] | DictConfig, study
     return record
 
 
-def external_subject(spec: str, study: str | os.PathLike, revision: str | None = None):
+def external_subject(spec: str, study: str | os.PathLike, data_cfg: Mapping[str, Any],
+                     revision: str | None = None):
     """An outside model as a probing.states.ProbeSubject: its weights mapped onto the workbench
-    Decoder (hub/imported.py), probed on the default corpus's held-out documents tokenized with the
-    model's own tokenizer (prepared once, like any corpus), probes.json under the study's external/."""
-    from omegaconf import OmegaConf
-
-    from ..config import compose
+    Decoder (hub/imported.py), probed on the held-out documents of `data_cfg` (the command passes the
+    default corpus) tokenized with the model's own tokenizer (prepared once, like any corpus),
+    probes.json under the study's external/."""
     from ..data.prepare import prepare
     from ..probing.states import ProbeSubject
     from .imported import decoder_from_hf, workbench_configs
@@ -169,7 +167,7 @@ def external_subject(spec: str, study: str | os.PathLike, revision: str | None =
 
     model = resolve_hf(spec, revision)
     model_cfg, input_cfg = workbench_configs(json.loads((model.path / CONFIG_NAME).read_text()))
-    data_cfg = OmegaConf.to_container(compose([]).data, resolve=True)
+    data_cfg = dict(data_cfg)
     data_cfg.update(tokenizer=str(model.path), vocab_size=model_cfg["vocab_size"])
     prepared = prepare(data_cfg, progress=False)
     config = {"model": model_cfg, "input": input_cfg, "seed": None, "data": dict(prepared.meta),

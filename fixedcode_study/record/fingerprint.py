@@ -32,10 +32,11 @@ from typing import Any, Iterable, Mapping
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # The package source that decides what a trained model computes. CLIs, analysis, evaluation and
 # the record's own bookkeeping are left out: editing them cannot change a trained weight.
-CODE_PATHS = ("model.py", "build.py", "accounting.py", "inputs", "data", "training")
-# Logging, input checks, the terminal and the launcher: they decide how a job is shown and
-# scheduled, never what it computes.
-CODE_EXCLUDED = ("training/loggers.py", "training/settings.py", "training/console.py", "training/launcher.py")
+CODE_PATHS = ("model.py", "build.py", "accounting.py", "inputs", "data", "spec", "training")
+# Logging, input checks, evaluation settings, describe's tables, the terminal and the launcher: they
+# decide how a job is shown, checked and scheduled, never what it computes.
+CODE_EXCLUDED = ("training/loggers.py", "spec/settings.py", "spec/evaluation.py", "spec/description.py",
+                 "training/console.py", "training/launcher.py")
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:

@@ -4,7 +4,7 @@ study's total in FLOPs, CPU hours and GPU hours, and the plan printed with it (`
 Every job's model is built on the meta device (shapes only: instant even for the 1.7B preset) with
 `build.build_model`, the build training uses, size matching included, so an invalid combination
 stops the study before anything launches and the FLOPs per token are those of the model the job
-trains, not of its preset. Tokens are the training plan's (`training.plan.plan_batch`: whole
+trains, not of its preset. Tokens are the training plan's (`spec.plan.plan_batch`: whole
 optimizer steps, flop-matched arms scaled). FLOPs = tokens x `accounting.flops_per_token`
 (PaLM's 6N + 12 L H D T).
 """
@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from ..accounting import flops_per_token, parameter_groups
 from ..build import build_model
 from ..errors import ConfigError
-from ..training.plan import plan_batch
+from ..spec.plan import plan_batch
 from .study import Job, Study, launch_overrides
 
 __all__ = ["CPU_GFLOPS", "CPU_JOB_OVERHEAD_S", "GPU_MFU", "GPU_PEAK_TFLOPS", "Rates", "cost_summary",

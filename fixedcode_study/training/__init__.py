@@ -1,12 +1,11 @@
-"""Training: one job from a composed config to a completed record.
+"""Training: one job from its resolved spec (spec.JobSpec) to a completed record.
 
-- `job`: `run_job(cfg, job_dir)`: lock, fingerprint check, then train / evaluate / skip (what `run` calls).
-- `settings`: every numeric setting validated before work starts.
-- `schedule`: when to validate (log-spaced by default: dense early, sparse late).
-- `plan`: the global batch split over devices and accumulation, steps, and the run's FLOPs.
+- `job`: `run_job(spec_or_cfg, job_dir)`: lock, fingerprint check, then train / evaluate / skip (what `run` calls).
+- `schedule`: the callback that validates at the spec's validation steps.
+- `plan`: the batch plan, re-exported from spec/plan.py for older imports.
+- `speed`: CPU threads and torch.compile, carried out as the spec decided them; the compiled loss.
 - `task`: the LightningModule (loss, validation sums, AdamW + warmup/cosine).
 - `resume`: resumable Lightning checkpoints, bitwise continuation, preemption at any phase.
 - `loggers`: metrics.csv (long format) and its W&B mirror.
-- `console`: what the terminal shows while a job runs (one bar, one result line); library output to <job>/run.log.
 - `strategies`: strategies a Hydra yaml cannot spell (FSDP wrapped per decoder block).
 """

@@ -1,10 +1,11 @@
 """One job, start to finish, under its lock: decide -> (train | evaluate | skip) -> results.json.
 
 `run_job` is what the Hydra app calls per job (`train_job` is the same, returning the record); it
-is plain Python so tests and other launchers can call it with a composed config. It
+is plain Python so tests and other launchers can call it with a composed config or a JobSpec. It
 
-  0. validates every setting (training/settings.py) and computes the job's fingerprint
-     (record/fingerprint.py) before touching the job directory;
+  0. takes the job's resolved spec (spec/job.py: every setting validated, the model as built, the
+     batch plan, the validation schedule, the runtime decisions and the fingerprint), resolved
+     once before the job directory is touched; nothing here reads the raw config again;
   1. takes the job lock (rank 0), then decides from the record on disk:
        - trained before under another fingerprint, or a last.ckpt from other settings: refused,
          naming the keys that differ (force=true retrains from scratch);
@@ -34,16 +35,16 @@ import lightning as L
 import torch
 from hydra.utils import instantiate
 from lightning.fabric.utilities.rank_zero import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ..accounting import flops_per_token, parameter_groups
-from ..build import build_model, resolve_input_references
+from ..build import build_decoder
 from ..data.batches import TokenDataModule
 from ..data.prepare import prepare
 from ..errors import ConfigError
 from ..record import atomic
 from ..record.checkpoint import save_checkpoint
-from ..record.fingerprint import differences, fingerprint
+from ..record.fingerprint import differences
 from ..record.reuse import adopt_completed
 from ..record.jobdir import (
     COMPLETED,
@@ -56,11 +57,12 @@ from ..record.jobdir import (
     versions,
 )
 from ..console import JobProgressBar, attempt_header, say, terminal_stdout
+from ..spec import JobSpec
+from ..spec.evaluation import EVAL_IDENTITY
+from ..spec.plan import BatchPlan
 from .loggers import LongCSVLogger, WandbMirror
-from .plan import BatchPlan, plan_batch
 from .resume import (
     PREEMPT_EXIT_CODE,
-    PREEMPT_SIGNALS,
     PreemptionGuard,
     Preempted,
     ResumableCheckpoint,
@@ -68,15 +70,12 @@ from .resume import (
     checkpoint_step,
     trim_metrics,
 )
-from .schedule import ValidationSchedule, validation_schedule
-from .settings import validate_settings
-from .speed import apply_threads, compile_model, resolve_compile, resolve_threads
+from .schedule import ValidationSchedule
+from .speed import apply_threads, compile_model
 from .task import LanguageModelTask
 
-__all__ = ["JobOutcome", "base_record", "evaluate_into", "run_job", "train_job", "wants_eval"]
-
-# Evaluation settings that change the numbers; a stored evaluation with other values is stale.
-EVAL_IDENTITY = ("num_fewshot", "limit", "data_dir", "dtype", "batch_size", "builtin")
+__all__ = ["JobOutcome", "base_record", "compiles", "evaluate_into", "job_fingerprint", "run_job", "train_job",
+           "wants_eval"]
 
 
 @dataclass
@@ -89,20 +88,20 @@ class JobOutcome:
         return self.record.get("status") == COMPLETED
 
 
-def base_record(cfg: DictConfig, job: JobDir, overrides: list[str]) -> dict[str, Any]:
+def base_record(spec: JobSpec, job: JobDir, overrides: list[str]) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "status": RUNNING,
         "error": None,
-        "sweep": cfg.name,
+        "sweep": spec.name,
         "job_key": job.name,
         "job_dir": str(job.path.resolve()),
-        "input": cfg.input.name,
-        "seed": int(cfg.seed),
-        "model": cfg.model.name,
-        "code_width": cfg.input.get("code_width"),
+        "input": spec.input_name,
+        "seed": spec.seed,
+        "model": spec.model_name,
+        "code_width": spec.code_width,
         "overrides": list(overrides),
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "config": spec.record_config(),
         "versions": versions(),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -133,14 +132,14 @@ class Recorder:
             why = f"{type(err).__name__}: {err}".splitlines()[0]
             say(f"[wandb] {method} failed ({why}); the record on disk is unaffected")
 
-    def open_mirror(self, cfg: DictConfig, config: dict[str, Any]) -> None:
-        """The job's W&B run (id from the record), when the logger config asks for one."""
-        if not (self.is_zero and cfg.logger.get("wandb")):
+    def open_mirror(self, spec: JobSpec, config: dict[str, Any]) -> None:
+        """The job's W&B run (id from the record), when the logger settings ask for one."""
+        if not (self.is_zero and spec.wandb):
             return
         self.mirror = WandbMirror(
-            cfg.logger.wandb, self.job, run_id=self.record["wandb_id"], run_name=f"{cfg.name}/{self.job.name}",
-            group=cfg.name, job_type=cfg.input.name,
-            tags=[f"input:{cfg.input.name}", f"seed:{cfg.seed}", f"model:{cfg.model.name}"],
+            spec.wandb, self.job, run_id=self.record["wandb_id"], run_name=f"{spec.name}/{self.job.name}",
+            group=spec.name, job_type=spec.input_name,
+            tags=[f"input:{spec.input_name}", f"seed:{spec.seed}", f"model:{spec.model_name}"],
             config=config)
 
     def sync_history(self, upto: int | None = None) -> None:
@@ -169,31 +168,16 @@ def job_lock(job: JobDir) -> Iterator[None]:
         yield
 
 
-def _checkpoint_cfg(cfg: DictConfig) -> DictConfig:
-    return cfg.get("checkpoint") or OmegaConf.create({})
+def job_fingerprint(cfg: DictConfig, plan: BatchPlan | None = None) -> dict[str, Any]:
+    """The fingerprint of a composed config's job (JobSpec.fingerprint). `plan` is accepted for
+    older callers; the spec derives the same plan from the same config."""
+    return dict(JobSpec.from_cfg(cfg).fingerprint)
 
 
-def job_fingerprint(cfg: DictConfig, plan: BatchPlan) -> dict[str, Any]:
-    # Input variants that name another (init_code / rms_reference: binary16) are hashed with that
-    # variant's settings as they are today: editing conf/input/binary16.yaml changes them too.
-    config = OmegaConf.to_container(cfg, resolve=True)
-    config["input"] = resolve_input_references(config["input"])
-    # train.compile=auto hashes what it resolved to: compiled kernels change the last bits.
-    return fingerprint(config, list(cfg.job_key_ignore), {**plan.identity(), "compile": compiles(cfg, plan)})
-
-
-def compiles(cfg: DictConfig, plan: BatchPlan) -> bool:
-    """Whether this job trains a compiled model (train.compile, `auto` by its training FLOPs)."""
-    from ..model import ModelConfig
-
-    per_token = flops_per_token(ModelConfig.from_mapping(cfg.model), plan.seq_len)["total"]
-    return resolve_compile(cfg.train, float(per_token) * plan.max_steps * plan.tokens_per_step)
-
-
-def runtime_record(cfg: DictConfig, plan: BatchPlan, threads: int) -> dict[str, Any]:
-    """results.json "runtime": how the numbers were computed (not what): precision, compile, threads."""
-    return {"precision": str(cfg.trainer.get("precision", "32-true")), "compile": compiles(cfg, plan),
-            "threads": threads, "accelerator": str(cfg.trainer.get("accelerator", "auto"))}
+def compiles(cfg: DictConfig, plan: BatchPlan | None = None) -> bool:
+    """Whether a composed config's job trains a compiled model (JobSpec.runtime.compile: train.compile,
+    `auto` by the built model's training FLOPs). `plan`: as in job_fingerprint."""
+    return JobSpec.from_cfg(cfg).runtime.compile
 
 
 def refuse_stale(job: JobDir, previous: Mapping[str, Any] | None, current: Mapping[str, Any], resume: bool) -> None:
@@ -213,23 +197,21 @@ def refuse_stale(job: JobDir, previous: Mapping[str, Any] | None, current: Mappi
         raise ConfigError("force", f"{job.path} holds a {what} computed under other settings: {'; '.join(diffs)}", fix)
 
 
-def wants_eval(cfg: DictConfig) -> bool:
-    return bool(cfg.get("eval") and cfg.eval.get("tasks"))
+def wants_eval(spec: JobSpec) -> bool:
+    return spec.eval is not None
 
 
-def needs_eval(record: Mapping[str, Any], cfg: DictConfig) -> bool:
+def needs_eval(record: Mapping[str, Any], spec: JobSpec) -> bool:
     """The requested evaluation is missing, failed, or was run with other settings."""
-    from ..evaluation.harness import eval_settings
-
     done = record.get("eval") or {}
-    if "error" in done or done.get("name") != cfg.eval.name:
+    if "error" in done or done.get("name") != spec.eval_name:
         return True
-    wanted, have = eval_settings(cfg.eval), done.get("settings", {})
+    wanted, have = spec.eval, done.get("settings", {})
     return (sorted(wanted["tasks"]) != sorted(done.get("tasks", {}))
             or any(wanted.get(k) != have.get(k) for k in EVAL_IDENTITY))
 
 
-def evaluate_into(ckpt: Path, cfg: DictConfig, prepared_root: Path | None) -> dict[str, Any]:
+def evaluate_into(ckpt: Path, spec: JobSpec, prepared_root: Path | None) -> dict[str, Any]:
     """Run the configured lm-eval suite on the final weights; the record for results.json "eval".
 
     An evaluation error does not undo a finished training run: it is recorded as {"error": ...},
@@ -239,11 +221,11 @@ def evaluate_into(ckpt: Path, cfg: DictConfig, prepared_root: Path | None) -> di
     from ..evaluation.harness import evaluate_checkpoint
 
     try:
-        result = evaluate_checkpoint(ckpt, cfg.eval, prepared_root=prepared_root)
+        result = evaluate_checkpoint(ckpt, spec.eval, prepared_root=prepared_root)
     except Exception as err:  # noqa: BLE001 - keep the trained model and its validation numbers
-        say(f"[eval] {cfg.eval.name} failed on {ckpt}: {type(err).__name__}: {err}".splitlines()[0])
-        return {"name": cfg.eval.name, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
-    result["name"] = cfg.eval.name
+        say(f"[eval] {spec.eval_name} failed on {ckpt}: {type(err).__name__}: {err}".splitlines()[0])
+        return {"name": spec.eval_name, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
+    result["name"] = spec.eval_name
     return result
 
 
@@ -251,50 +233,40 @@ def _eval_status(record: Mapping[str, Any]) -> str:
     return EVAL_FAILED if "error" in (record.get("eval") or {}) else COMPLETED
 
 
-def run_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = None) -> JobOutcome:
-    """Validate, lock, decide and do one job (see the module docstring)."""
+def run_job(cfg: DictConfig | JobSpec, job_dir: str | Path, overrides: list[str] | None = None) -> JobOutcome:
+    """Lock, decide and do one job (see the module docstring); a composed config is resolved first."""
     job = JobDir(job_dir)
-    # Bad input stops here, before anything in the job directory is touched: numbers, the batch
-    # plan, the validation schedule, the model (shapes only, on the meta device) and the eval suite.
-    validate_settings(cfg)
-    resolve_threads(cfg.get("threads", "auto"))
-    plan = plan_batch(cfg)
-    validation_schedule(cfg.train, plan.max_steps)
-    with torch.device("meta"):
-        build_model(cfg.model, cfg.input, seed=int(cfg.seed))
-    if wants_eval(cfg):
-        from ..evaluation.harness import eval_settings
-
-        eval_settings(cfg.eval)
-    current = job_fingerprint(cfg, plan)
-    signals = tuple(_checkpoint_cfg(cfg).get("preempt_signals", PREEMPT_SIGNALS))
-    with job_lock(job), PreemptionGuard(signals) as guard:
+    # Bad input stops here, before anything in the job directory is touched: every setting, the batch
+    # plan, the validation schedule, the model's shapes and input, the eval suite (spec/job.py).
+    spec = cfg if isinstance(cfg, JobSpec) else JobSpec.from_cfg(cfg)
+    current = dict(spec.fingerprint)
+    with job_lock(job), PreemptionGuard(spec.checkpoint.preempt_signals) as guard:
         previous = job.read_results()
-        fresh = bool(cfg.get("force"))
+        fresh = spec.force
         if not fresh:
-            refuse_stale(job, previous, current, resume=bool(_checkpoint_cfg(cfg).get("resume", True)))
+            refuse_stale(job, previous, current, resume=spec.checkpoint.resume)
         try:
             if not fresh and previous and job.is_trained(previous):
-                return _finish_trained(cfg, job, dict(previous))
+                return _finish_trained(spec, job, dict(previous))
             # A completed job of another study with this very fingerprint (settings and training
             # source): linked in, not retrained (record/reuse.py); W&B and evaluation then follow.
-            adopted = None if fresh or previous else adopt_completed(job, cfg, overrides or [], current)
+            adopted = None if fresh or previous else adopt_completed(job, spec.config_node(), overrides or [], current)
             if adopted is not None:
-                return JobOutcome("reused", _finish_trained(cfg, job, adopted).record)
-            return JobOutcome("trained", _train(cfg, job, overrides or [], plan, current, previous, fresh))
+                return JobOutcome("reused", _finish_trained(spec, job, adopted).record)
+            return JobOutcome("trained", _train(spec, job, overrides or [], spec.plan, current, previous, fresh))
         except Preempted as stop:
             guard.chain(stop.signum)  # e.g. submitit's requeue, now that the record says `preempted`
             raise
 
 
-def train_job(cfg: DictConfig, job_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+def train_job(cfg: DictConfig | JobSpec, job_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """`run_job`, returning the job's record (results.json)."""
     return run_job(cfg, job_dir, overrides).record
 
 
-def _finish_trained(cfg: DictConfig, job: JobDir, record: dict[str, Any]) -> JobOutcome:
+def _finish_trained(spec: JobSpec, job: JobDir, record: dict[str, Any]) -> JobOutcome:
     """A trained job: skip it, or do only what is left (W&B catch-up, evaluation)."""
-    wanted = wants_eval(cfg) and needs_eval(record, cfg)
+    wanted = wants_eval(spec) and needs_eval(record, spec)
     if record.get("status") == COMPLETED and not wanted:
         return JobOutcome("skipped", record)
     is_zero = rank_zero_only.rank == 0
@@ -305,15 +277,15 @@ def _finish_trained(cfg: DictConfig, job: JobDir, record: dict[str, Any]) -> Job
     attempt_header(f"job {job.name}: already trained; " + ("evaluating" if wanted else "finishing its record"))
     try:
         # The run config as training gives it (a reused job opens a new W&B run here).
-        rec.open_mirror(cfg, {**(record.get("config") or {}), "input_props": record.get("input_props"),
+        rec.open_mirror(spec, {**(record.get("config") or {}), "input_props": record.get("input_props"),
                               "params": record.get("params"), "fingerprint": (record.get("fingerprint") or {}).get("sha")})
         rec.sync_history()  # a stop between the final save and the end left curves unsent
         if wanted:
-            say(f"[run] {job.name} already trained; running eval={cfg.eval.name} on its final checkpoint")
-            rec.record["eval"] = evaluate_into(job.path / record["checkpoint"], cfg, prepared_root=None)
-        elif not wants_eval(cfg) and "error" in (record.get("eval") or {}):
+            say(f"[run] {job.name} already trained; running eval={spec.eval_name} on its final checkpoint")
+            rec.record["eval"] = evaluate_into(job.path / record["checkpoint"], spec, prepared_root=None)
+        elif not wants_eval(spec) and "error" in (record.get("eval") or {}):
             rec.record.pop("eval")  # the failed evaluation is no longer asked for
-        if not _checkpoint_cfg(cfg).get("keep_last", False):
+        if not spec.checkpoint.keep_last:
             job.drop_resume_state()
         rec.write(status=_eval_status(rec.record), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         return JobOutcome("evaluated" if wanted else "trained", rec.record)
@@ -324,16 +296,16 @@ def _finish_trained(cfg: DictConfig, job: JobDir, record: dict[str, Any]) -> Job
         rec.close()
 
 
-def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, current: dict[str, Any],
+def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, current: dict[str, Any],
            previous: Mapping[str, Any] | None, fresh: bool) -> dict[str, Any]:
     """Train one model (resuming when last.ckpt allows); returns the record."""
     # Rank from the launcher's environment (RANK / LOCAL_RANK / SLURM_PROCID); confirmed by the
     # trainer below. Every file write in this function is rank 0's.
     is_zero = rank_zero_only.rank == 0
-    ckpt_cfg = _checkpoint_cfg(cfg)
+    ckpt_spec = spec.checkpoint
     # Every rank decides the same way: force=true never resumes, whatever rank 0 has deleted yet.
-    ckpt_path = job.resume_point() if ckpt_cfg.get("resume", True) and not fresh else None
-    record = base_record(cfg, job, overrides)
+    ckpt_path = job.resume_point() if ckpt_spec.resume and not fresh else None
+    record = base_record(spec, job, overrides)
     record.update(fingerprint=current, plan=plan.as_record())
     rec = Recorder(job, record, is_zero)
     try:
@@ -341,20 +313,20 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
             job.path.mkdir(parents=True, exist_ok=True)
             # A new W&B run only when this attempt starts from step 0 over curves W&B already holds.
             old_id = (previous or {}).get("wandb_id")
-            new_life = fresh or (ckpt_path is None and bool(old_id) and cfg.logger.get("wandb") is not None
+            new_life = fresh or (ckpt_path is None and bool(old_id) and spec.wandb is not None
                                  and WandbMirror.has_history(job, old_id))
             job.start_attempt(record, previous, new_life=new_life)
         rec.write()  # the new record first: a stop from here on leaves it, never the old life's
         attempt_header(f"job {job.name}: training, attempt {record.get('attempts', '?')}")
         if fresh and is_zero:  # force=true: nothing of an earlier life is kept as resume state or weights
             shutil.rmtree(job.checkpoints, ignore_errors=True)
-        # 1. seed and batch plan (validated before the lock), CPU threads (speed.py)
-        threads = apply_threads(cfg.get("threads", "auto"))
-        rec.write(runtime=runtime_record(cfg, plan, threads))
-        L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-        # 2. model (after seeding: init depends on the seed only; built before the data so a bad
-        #    input/model setting fails in seconds rather than after tokenizing a corpus)
-        model = build_model(cfg.model, cfg.input, seed=int(cfg.seed))  # per-group generators (CRN)
+        # 1. seed and batch plan (resolved before the lock), CPU threads (speed.py)
+        apply_threads(spec.runtime.threads)
+        rec.write(runtime=spec.runtime.record())
+        L.seed_everything(spec.seed, workers=True, verbose=False)
+        # 2. model, the one build of this process (after seeding: init depends on the seed only;
+        #    built before the data so a bad model fails in seconds rather than after tokenizing a corpus)
+        model = build_decoder(spec.model, seed=spec.seed)  # per-group generators (CRN)
         props = model.input.properties()
         params = parameter_groups(model)
         rec.write(input_props=props, params=params, code_width=props.get("code_width"), init=model.init_record(),
@@ -365,32 +337,31 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
                 trim_metrics(job.metrics, rec.record["resumed_from_step"])
             else:  # an attempt that died before its first checkpoint: keep its curves aside
                 job.set_aside_metrics()
-            rec.open_mirror(cfg, {**record["config"], "input_props": props, "params": params,
+            rec.open_mirror(spec, {**record["config"], "input_props": props, "params": params,
                                   "fingerprint": current["sha"]})
             if ckpt_path is not None:
                 rec.sync_history(rec.record["resumed_from_step"])  # what the checkpoint covers, once
         # 3. data (its [data] lines, printed only while a corpus is prepared, are ours: on the terminal)
         with terminal_stdout():
-            prepared = prepare(cfg.data)
+            prepared = prepare(spec.data)
         stored_key = ((previous or {}).get("data") or {}).get("cache_key")
         if ckpt_path is not None and stored_key and stored_key != prepared.meta["cache_key"]:
             raise ConfigError("data", f"the checkpoint was trained on data cache {stored_key}, this machine prepared "
                               f"{prepared.meta['cache_key']} (a tokenizer or dataset changed)",
                               "re-run with force=true to retrain on today's data")
-        rec.write(data={"name": cfg.data.name, **{k: prepared.meta[k] for k in (
+        rec.write(data={"name": spec.data["name"], **{k: prepared.meta[k] for k in (
             "vocab_size", "tokenizer_vocab_size", "train_tokens", "val_tokens", "val_bytes",
             "unigram_val_ppl", "cache_key")}})
         compiled = bool(rec.record["runtime"]["compile"])
         if compiled:  # per block under FSDP (the unit it wraps and gathers), else the whole decoder
-            compile_model(model, per_block="fsdp" in str(cfg.trainer.get("strategy", "")).lower())
+            compile_model(model, per_block=spec.runtime.compile_per_block)
 
         # 4. trainer, and who this process is
         checkpointer = ResumableCheckpoint(
-            job, every_steps=int(ckpt_cfg.get("every_steps", 0)), grad_accum=plan.grad_accum,
-            keep_every_steps=int(ckpt_cfg.get("keep_every_steps", 0)),
-            preempt_signals=tuple(ckpt_cfg.get("preempt_signals", PREEMPT_SIGNALS)),
+            job, every_steps=ckpt_spec.every_steps, grad_accum=plan.grad_accum,
+            keep_every_steps=ckpt_spec.keep_every_steps, preempt_signals=ckpt_spec.preempt_signals,
             fingerprint=current, after_save=rec.sync_history)
-        trainer = build_trainer(cfg, plan, job.path, [checkpointer])
+        trainer = build_trainer(spec, job.path, [checkpointer])
         _refuse_reexec_in_sweep(trainer)
         is_zero = trainer.is_global_zero
         if _spawns_workers(trainer):
@@ -401,14 +372,14 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
         if is_zero:
             if hasattr(model.input, "matrix_record"):
                 atomic.write_json(job.gf2_matrix, model.input.matrix_record())
-            atomic.write_text(job.config, OmegaConf.to_yaml(cfg, resolve=True))
+            atomic.write_text(job.config, spec.config_yaml())
         trainer.loggers = [LongCSVLogger(job.metrics)] if is_zero else []
 
         # 6. fit, resuming from the last checkpoint when a previous attempt left one
-        dm = TokenDataModule(prepared, int(cfg.train.seq_len), int(cfg.train.batch_size), int(cfg.seed),
-                             int(cfg.train.val_batch_size), grad_accum=plan.grad_accum)
-        task = LanguageModelTask(model, cfg.optim, plan.max_steps, plan.tokens_per_step,
-                                 torch.from_numpy(prepared.token_bytes()), int(cfg.train.log_every),
+        dm = TokenDataModule(prepared, plan.seq_len, plan.micro_batch, spec.seed, spec.val_batch_size,
+                             grad_accum=plan.grad_accum)
+        task = LanguageModelTask(model, spec.optim, plan.max_steps, plan.tokens_per_step,
+                                 torch.from_numpy(prepared.token_bytes()), spec.log_every,
                                  compiled_loss=compiled)
         t0 = time.time()
         trainer.fit(task, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
@@ -426,22 +397,24 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
         wall = time.time() - t0
 
         # 8. final weights, then the record says "trained" (a later stop never retrains it)
-        final_model = _final_weights(trainer, task, cfg)
+        final_model = _final_weights(trainer, task, spec)
         tokens_seen = steps * plan.tokens_per_step
         final = {"val_loss": val["val_loss"], "val_ppl": val["val_ppl"], "val_bpb": val["val_bpb"],
                  "val_tokens": int(val["val_tokens"])}
         final.update({k: v for k, v in val.items() if k.startswith("val_") and k not in final})
         if is_zero:
-            ckpt = save_checkpoint(job.final_checkpoint, final_model, cfg.model, cfg.input, prepared.tokenizer_path,
-                                   extra={"data": rec.record["data"], "data_config": cfg.data, "seed": int(cfg.seed),
-                                          "sweep": cfg.name, "fingerprint": current["sha"]})
+            # the configs as composed (an input naming another keeps the name): a load re-resolves them
+            ckpt = save_checkpoint(job.final_checkpoint, final_model, spec.config["model"], spec.config["input"],
+                                   prepared.tokenizer_path,
+                                   extra={"data": rec.record["data"], "data_config": spec.record_config()["data"],
+                                          "seed": spec.seed, "sweep": spec.name, "fingerprint": current["sha"]})
             rec.write(final=final, tokens_seen=tokens_seen, steps=steps, checkpoint=str(ckpt.relative_to(job.path)),
                       train_seconds=round(fit["train_seconds"], 3), wall_seconds=round(wall, 3),
                       tokens_per_second=tokens_seen / max(fit["train_seconds"], 1e-9))
             rec.sync_history()  # every curve point: the weights that produced them are saved
-            if wants_eval(cfg):  # 8b. downstream tasks through lm-evaluation-harness
-                rec.record["eval"] = evaluate_into(ckpt, cfg, prepared.root)
-            if not ckpt_cfg.get("keep_last", False):  # the resume state is not needed once trained
+            if wants_eval(spec):  # 8b. downstream tasks through lm-evaluation-harness
+                rec.record["eval"] = evaluate_into(ckpt, spec, prepared.root)
+            if not ckpt_spec.keep_last:  # the resume state is not needed once trained
                 job.drop_resume_state()
             rec.write(status=_eval_status(rec.record), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         return rec.record
@@ -453,18 +426,18 @@ def _train(cfg: DictConfig, job: JobDir, overrides: list[str], plan: BatchPlan, 
     finally:
         rec.close()
 
-def build_trainer(cfg: DictConfig, plan: BatchPlan, job_dir: Path, callbacks: list[Any]) -> L.Trainer:
-    val_steps = validation_schedule(cfg.train, plan.max_steps)
-    # One bar per job (training/console.py) instead of Lightning's bar per epoch and per validation.
-    bar = [JobProgressBar()] if cfg.trainer.get("enable_progress_bar", True) else []
+def build_trainer(spec: JobSpec, job_dir: Path, callbacks: list[Any]) -> L.Trainer:
+    plan, val_steps = spec.plan, list(spec.validation_steps)
+    # One bar per job (console.py) instead of Lightning's bar per epoch and per validation.
+    bar = [JobProgressBar()] if spec.runtime.progress_bar else []
     trainer: L.Trainer = instantiate(
-        cfg.trainer, max_steps=plan.max_steps, max_epochs=-1, logger=False,
+        dict(spec.trainer), max_steps=plan.max_steps, max_epochs=-1, logger=False,
         callbacks=[*callbacks, ValidationSchedule(val_steps, plan.grad_accum), *bar],
         default_root_dir=str(job_dir), check_val_every_n_epoch=None,
         # Validation runs at the scheduled optimizer steps (training/schedule.py): the callback
         # re-aims Lightning's micro-batch cadence at the next one; this is the first.
         val_check_interval=val_steps[0] * plan.grad_accum,
-        accumulate_grad_batches=plan.grad_accum, log_every_n_steps=int(cfg.train.log_every),
+        accumulate_grad_batches=plan.grad_accum, log_every_n_steps=spec.log_every,
         # Validation windows are already sharded by rank (batches.ValidationWindows); a
         # DistributedSampler on top would shard twice and pad with duplicates.
         use_distributed_sampler=False,
@@ -492,7 +465,7 @@ def _refuse_reexec_in_sweep(trainer: L.Trainer) -> None:
                           "hydra/launcher=slurm_gpu on a cluster, or run jobs one command at a time")
 
 
-def _final_weights(trainer: L.Trainer, task: LanguageModelTask, cfg: DictConfig) -> torch.nn.Module | None:
+def _final_weights(trainer: L.Trainer, task: LanguageModelTask, spec: JobSpec) -> torch.nn.Module | None:
     """The trained Decoder as a plain module on rank 0 (gathered from shards under FSDP)."""
     from lightning.pytorch.strategies import FSDPStrategy
 
@@ -501,7 +474,7 @@ def _final_weights(trainer: L.Trainer, task: LanguageModelTask, cfg: DictConfig)
     full = trainer.strategy.lightning_module_state_dict()  # collective; full dict on rank 0 only
     if not trainer.is_global_zero:
         return None
-    model = build_model(cfg.model, cfg.input)
+    model = build_decoder(spec.model)  # a second build, rank 0 only: the trained one is sharded
     model.load_state_dict({k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")})
     return model
 

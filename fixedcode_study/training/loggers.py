@@ -194,8 +194,8 @@ class WandbMirror:
         history, _ = read_wandb_log(self.wandb_dir, run_id)
         self.through = max((int(r["_step"]) for r in history if "_step" in r), default=-1)
         self.run = wandb.init(
-            project=cfg.get("project", "fixedcode-study"), entity=cfg.get("entity"), name=run_name, group=group,
-            job_type=job_type, tags=tags, dir=str(job.path), mode=resolve_wandb_mode(str(cfg.get("mode", "auto"))),
+            project=cfg["project"], entity=cfg["entity"], name=run_name, group=group,  # conf/logger/wandb.yaml
+            job_type=job_type, tags=tags, dir=str(job.path), mode=resolve_wandb_mode(str(cfg["mode"])),
             config=config, id=run_id, resume="allow", reinit="finish_previous",
             # The job's console is already kept whole in run.log (training/console.py); W&B's own
             # capture would copy every progress-bar redraw through its wrapper during training.

@@ -8,7 +8,8 @@ bf16 is emulated and slower) and d_model >= 128. Measured on a 2-core AMX box (b
 at d_model=64 (test_micro) eager bf16 steps are 1.6x slower than fp32 (the casts cost more than the
 tiny matmuls save); at d_model=128 (cpu_tiny) 1.35x faster eager and 2.3x compiled; at 512 (cpu_30m)
 2.2x eager, 2.8x compiled. The resolved precision is in the fingerprint (trainer.precision): the
-same config trains in fp32 on a CPU without bf16, and says so. This module holds the rest:
+same config trains in fp32 on a CPU without bf16, and says so. This module holds the rest (what
+each setting resolves to is decided with the job's spec, spec/runtime.py; this module carries it out):
 
   threads   `threads` (top level): intra-op CPU threads of this job. `auto` leaves torch's default
             (all cores) unless a parallel launcher runs several jobs side by side, which sets
@@ -34,47 +35,24 @@ inductor's on-disk cache, so the second job of a study compiles in a few seconds
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError
+from ..spec.runtime import COMPILE_CHOICES, THREADS_ENV, resolve_compile, resolve_threads
 
-THREADS_ENV = "FIXEDCODE_THREADS_PER_JOB"  # set by the parallel launcher for its workers
-COMPILE_CHOICES = (True, False, "auto")
-
-
-def resolve_threads(setting: Any) -> int:
-    """The intra-op thread count a job runs with (`threads`: auto or a positive int)."""
-    if setting in (None, "auto"):
-        from_launcher = os.environ.get(THREADS_ENV)
-        return int(from_launcher) if from_launcher else torch.get_num_threads()
-    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
-        raise ConfigError("threads", f"got {setting!r}", "use auto or a positive number of threads")
-    return setting
+__all__ = ["COMPILE_CHOICES", "THREADS_ENV", "apply_threads", "compile_model", "loss_functions", "resolve_compile",
+           "resolve_threads"]
 
 
-def apply_threads(setting: Any) -> int:
-    n = resolve_threads(setting)
+def apply_threads(threads: int) -> int:
+    """Run this process's intra-op work on `threads` threads (the spec's resolved count)."""
+    n = resolve_threads(threads)
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     return n
-
-
-def resolve_compile(train: Mapping[str, Any], train_flops: float) -> bool:
-    """train.compile (true | false | auto) for a job of `train_flops` training FLOPs."""
-    setting = train.get("compile", False)
-    if setting not in COMPILE_CHOICES:
-        raise ConfigError("train.compile", f"got {setting!r}", "use true, false or auto")
-    if setting != "auto":
-        return bool(setting)
-    threshold = train.get("compile_min_flops", 0)
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 0:
-        raise ConfigError("train.compile_min_flops", f"got {threshold!r}", "use a number of FLOPs >= 0, e.g. 1e12")
-    return train_flops >= float(threshold)
 
 
 def compile_model(model: torch.nn.Module, per_block: bool) -> None:

@@ -3,7 +3,7 @@
 A NaN learning rate trains a model of NaNs for an hour; a negative one trains backwards; a
 `train.seq_len` above `model.max_seq_len` used to surface as a confusing data-split error. Each
 rule below is (field, test, what the value must be). Model shapes are checked by
-ModelConfig.validate, the batch arithmetic by plan.plan_batch and files by the code that opens
+ModelConfig.validate, the batch arithmetic by spec/plan.plan_batch and files by the code that opens
 them (data/prepare.py, record/checkpoint.py); this module covers the rest of the numbers.
 """
 

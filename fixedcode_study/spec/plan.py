@@ -5,9 +5,7 @@ per-device micro-batch only decide how it is computed. So:
   tokens per step = micro-batch x seq_len x grad_accum x world size
 and with `train.global_batch_tokens` set, grad_accum is derived from it (it must divide exactly).
 Which tokens each micro-step trains on is data/batches.py's business (world-size invariant).
-
-`recipe_summary(cfg)` adds the budget and training FLOPs (accounting.flops_per_token) from a
-shapes-only model build (meta device), so it is instant even for the 1.7B preset.
+A pure function of the settings and the ModelSpec (a flop-matched input trains fewer tokens).
 """
 
 from __future__ import annotations
@@ -18,15 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
-from ..accounting import FLOPS_FORMULA, flops_per_token, matmul_params
-from ..build import build_model, flop_matched_tokens
+from ..build import ModelSpec, resolve_input_references, resolve_model
 from ..errors import ConfigError
+
+__all__ = ["BatchPlan", "plan_batch", "world_size"]
 
 
 def world_size(trainer_cfg: Mapping[str, Any]) -> int:
     """Number of training processes the trainer config asks for (devices per node x nodes)."""
+    # devices, accelerator and num_nodes are Lightning Trainer arguments; a conf/trainer file that
+    # leaves one out gets Lightning's own default, which these .get defaults repeat.
     devices = trainer_cfg.get("devices", 1)
     if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
         devices = int(devices)
@@ -52,6 +52,11 @@ class BatchPlan:
     def tokens_per_step(self) -> int:
         return self.micro_batch * self.seq_len * self.grad_accum * self.world
 
+    @property
+    def tokens(self) -> int:
+        """Tokens trained: the budget rounded up to whole steps."""
+        return self.max_steps * self.tokens_per_step
+
     def identity(self) -> dict[str, int]:
         """What the plan fixes about the computation whatever the device count (for the fingerprint)."""
         return {"tokens_per_step": self.tokens_per_step, "max_steps": self.max_steps}
@@ -61,8 +66,12 @@ class BatchPlan:
                 "micro_batch": self.micro_batch, "grad_accum": self.grad_accum, "world_size": self.world}
 
 
-def plan_batch(cfg: Mapping[str, Any]) -> BatchPlan:
-    """Tokens per step, accumulation and step count from `train` and `trainer` settings."""
+def plan_batch(cfg: Mapping[str, Any], model: ModelSpec | None = None) -> BatchPlan:
+    """Tokens per step, accumulation and step count from `train` and `trainer` settings.
+
+    `model` is the job's ModelSpec (spec/job.py passes the one it resolved); without it the
+    config's model and input are resolved here (sweep planning, tests).
+    """
     t = cfg["train"]
     if int(t["tokens"]) <= 0:
         raise ConfigError("train.tokens", f"budget {t['tokens']} is not positive", "set train.tokens to a positive count")
@@ -71,7 +80,7 @@ def plan_batch(cfg: Mapping[str, Any]) -> BatchPlan:
         if value <= 0:
             raise ConfigError(field, f"{value} is not positive", f"set {field} to a positive number")
     per_micro_step = micro * seq_len * world  # tokens one accumulation micro-step adds, all ranks
-    global_tokens = t.get("global_batch_tokens")
+    global_tokens = t["global_batch_tokens"]
     if global_tokens is None:
         grad_accum = int(t["grad_accum"])
     else:
@@ -86,33 +95,8 @@ def plan_batch(cfg: Mapping[str, Any]) -> BatchPlan:
     if grad_accum < 1:
         raise ConfigError("train.grad_accum", f"{grad_accum} is below 1", "use grad_accum >= 1")
     tokens_per_step = per_micro_step * grad_accum
+    if model is None:
+        model = resolve_model(cfg["model"], resolve_input_references(cfg["input"]))
     # flop_match: learned (the controls' *_isoflop arms) trains on the budget with learned's training FLOPs
-    tokens = flop_matched_tokens(cfg["model"], cfg["input"], int(t["tokens"]), seq_len)
+    tokens = model.flop_matched_tokens(int(t["tokens"]), seq_len)
     return BatchPlan(micro, seq_len, grad_accum, world, max(1, math.ceil(tokens / tokens_per_step)))
-
-
-def recipe_summary(cfg: DictConfig) -> dict[str, Any]:
-    """Tokens, steps, batch split and training FLOPs of a composed config (describe, sweeps)."""
-    plan = plan_batch(cfg)
-    with torch.device("meta"):
-        model = build_model(cfg.model, cfg.input)
-    mcfg = model.config
-    per_token = flops_per_token(mcfg, plan.seq_len)
-    tokens = plan.max_steps * plan.tokens_per_step  # the budget rounded up to whole steps
-    total = per_token["total"] * tokens
-    return {
-        "tokens_budget": int(cfg.train.tokens),
-        "tokens_trained": tokens,
-        "steps": plan.max_steps,
-        "global_batch_tokens": plan.tokens_per_step,
-        "global_batch_sequences": plan.tokens_per_step // plan.seq_len,
-        "seq_len": plan.seq_len,
-        "micro_batch_per_device": plan.micro_batch,
-        "grad_accum": plan.grad_accum,
-        "world_size": plan.world,
-        "flops_params_N": matmul_params(mcfg),
-        "flops_per_token": per_token,
-        "flops_total": float(total),
-        "flops_total_readable": f"{total:.3e}",
-        "flops_method": FLOPS_FORMULA,
-    }
