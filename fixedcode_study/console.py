@@ -18,7 +18,7 @@ FIXEDCODE_VERBOSE=1 in the environment (inherited by a sweep's jobs and by distr
 leaves every library's output on the terminal as before; logging records still reach run.log.
 Under trainer=ddp_spawn the spawned rank 0 cannot reach the terminal, so its bar lands in run.log.
 
-Jobs side by side (hydra/launcher=parallel, training/launcher.py) would interleave their bars: the
+Jobs side by side (hydra/launcher=parallel, studies/launcher.py) would interleave their bars: the
 launcher sets FIXEDCODE_PROGRESS_BARS=0 for its workers, and each job then shows one start line
 (`attempt_header`, when it trains or evaluates) and its result line instead of a bar.
 """

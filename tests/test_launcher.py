@@ -1,4 +1,4 @@
-"""Jobs side by side (hydra/launcher=parallel, the default for -m; training/launcher.py): the same
+"""Jobs side by side (hydra/launcher=parallel, the default for -m; studies/launcher.py): the same
 job directories and records as one after another, one thread per job on a small machine, the
 corpus prepared once, a start and a result line per job, failures in the summary, and preemption
 (SIGTERM, kill -9 of the sweep's process) that a re-run resumes.
@@ -119,7 +119,7 @@ def test_auto_sizes_the_pool_from_cores_threads_and_the_trainer():
 
 
 def test_a_reused_job_is_reported_as_reused(capsys):
-    from fixedcode_study import run
+    from fixedcode_study.cli import run
     from fixedcode_study.training.job import JobOutcome
 
     record = {"status": "completed", "final": {"val_loss": 4.5, "val_ppl": 90.0171, "val_bpb": 3.3},

@@ -71,7 +71,7 @@ def _column(config_key: str) -> str:
 
 def variant_columns(study) -> list[str]:
     """Config keys that define the variants: the non-derived input props the study's jobs record,
-    then the settings that label variants (analysis/variants.py), e.g. optim.lr in a tuning study."""
+    then the settings that label variants (read/variants.py), e.g. optim.lr in a tuning study."""
     jobs = study.included_jobs if len(study.included_jobs) else study.jobs
     props = [c for c in jobs.columns if c.startswith(PROP_PREFIX) and "." not in c[len(PROP_PREFIX):]
              and c[len(PROP_PREFIX):] not in DERIVED_PROPS and jobs[c].notna().any()]

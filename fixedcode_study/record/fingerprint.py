@@ -33,10 +33,10 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # The package source that decides what a trained model computes. CLIs, analysis, evaluation and
 # the record's own bookkeeping are left out: editing them cannot change a trained weight.
 CODE_PATHS = ("model.py", "build.py", "accounting.py", "inputs", "data", "spec", "training")
-# Logging, input checks, evaluation settings, describe's tables, the terminal and the launcher: they
-# decide how a job is shown, checked and scheduled, never what it computes.
-CODE_EXCLUDED = ("training/loggers.py", "spec/settings.py", "spec/evaluation.py", "spec/description.py",
-                 "training/console.py", "training/launcher.py")
+# Logging, input checks, evaluation settings and describe's tables: they decide how a job is shown
+# and checked, never what it computes. (The terminal, console.py, and the launcher, studies/, are
+# outside CODE_PATHS altogether.)
+CODE_EXCLUDED = ("training/loggers.py", "spec/settings.py", "spec/evaluation.py", "spec/description.py")
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:

@@ -10,7 +10,7 @@ Every file name of a job is spelled here and nowhere else:
     <job>/.lock                       held while a process works on the job
     <job>/run.log                     the job's log: library output (Lightning, W&B, lm-eval, warnings,
                                       subprocesses) and tracebacks, every attempt appended
-                                      (training/console.py; Hydra's job logging writes the same file)
+                                      (console.py; Hydra's job logging writes the same file)
     <job>/samples.json                generated text from the final weights (python -m fixedcode_study.generate)
     <job>/checkpoints/last.ckpt       resume state (Lightning), written every checkpoint.every_steps
     <job>/checkpoints/step-XXXXXXX.ckpt  kept snapshots (checkpoint.keep_every_steps)

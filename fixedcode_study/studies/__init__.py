@@ -1,1 +1,9 @@
-"""studies"""
+"""Studies: many jobs at once.
+
+study.py     the sweeps/*.yaml format and its expansion into jobs (Hydra's own sweeper grammar)
+cost.py      what a study costs: FLOPs of the built models, tokens, time at a stated rate
+grids.py     running a study's grids as `python -m fixedcode_study.run -m ...` subprocesses
+launcher.py  hydra/launcher=parallel: a sweep's jobs side by side on one machine
+
+Nothing here composes a config: cli/sweep.py composes each job's and passes it in.
+"""

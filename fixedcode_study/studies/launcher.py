@@ -20,7 +20,7 @@ after another in the sweep's process, as before.
                     distinct data config before any job starts (not for jobs already trained), so
                     workers find the token cache ready instead of tokenizing the corpus side by side.
   terminal          no progress bars in workers (two bars would interleave): one start line per job
-                    that trains (training/console.py attempt_header) and its result line.
+                    that trains (console.py attempt_header) and its result line.
   summary           `run.main` returns a `JobResult` (picklable) per job; jobs that run in this
                     process record it themselves (`collect`), the parallel launcher records the ones
                     its workers return. `run.cli` prints the summary from `RESULTS`.
@@ -430,7 +430,7 @@ def register_with_hydra() -> None:
     from hydra.core.plugins import Plugins
 
     if PLUGIN_MODULE not in sys.modules:
-        module = types.ModuleType(PLUGIN_MODULE, "fixedcode_study's Hydra launcher (training/launcher.py)")
+        module = types.ModuleType(PLUGIN_MODULE, "fixedcode_study's Hydra launcher (studies/launcher.py)")
         module.ParallelLauncher = HydraParallelLauncher  # type: ignore[attr-defined]
         sys.modules[PLUGIN_MODULE] = module
     Plugins.instance().register(HydraParallelLauncher)

@@ -9,7 +9,7 @@ W&B (`WandbMirror`) copies metrics.csv and results.json; it is never ahead of th
 offline automatically when there is no API key or no route to the server; offline runs can be
 uploaded later with `wandb sync <job_dir>/wandb/offline-run-*`.
 
-What a run defines (`define_metrics`), so every study's W&B workspace (analysis/dashboard.py) can
+What a run defines (`define_metrics`), so every study's W&B workspace (analysis/dashboard.py in this package) can
 put all runs on one axis:
 - curves (`train/*`, `val/*`, including `val/loss_select`, `val/loss_report`, `val/loss@<source>`)
   are plotted against `tokens`, training tokens seen: the same quantity at any batch size, device
@@ -197,7 +197,7 @@ class WandbMirror:
             project=cfg["project"], entity=cfg["entity"], name=run_name, group=group,  # conf/logger/wandb.yaml
             job_type=job_type, tags=tags, dir=str(job.path), mode=resolve_wandb_mode(str(cfg["mode"])),
             config=config, id=run_id, resume="allow", reinit="finish_previous",
-            # The job's console is already kept whole in run.log (training/console.py); W&B's own
+            # The job's console is already kept whole in run.log (console.py); W&B's own
             # capture would copy every progress-bar redraw through its wrapper during training.
             settings=wandb.Settings(console="off"),
         )

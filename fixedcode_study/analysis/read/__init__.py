@@ -1,1 +1,9 @@
-"""analysis/read"""
+"""Reading: run directories, W&B runs, outside models, probes and samples -> pandas frames.
+
+runs.py      discover job directories and read results.json / metrics.csv into a Study
+records.py   fields of one record: display paths, lm-eval metric rows, common random numbers
+wandb.py     the same frames from W&B's public API
+external.py  outside models evaluated with `fixedcode evaluate hf=...` (reference rows)
+probes.py    probes.json / probes_cross.json (fresh ones only); samples.py: samples.json
+variants.py  the row label of a job (input plus the input properties that vary)
+"""

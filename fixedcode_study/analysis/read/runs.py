@@ -45,7 +45,7 @@ class Study:
     label_props: dict[str, list[str]] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    # outside models evaluated as references (analysis/external.py): label, metric, value, ...
+    # outside models evaluated as references (read/external.py): label, metric, value, ...
     externals: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property

@@ -2,7 +2,7 @@
 for a look at what each variant learned: <job>/samples.json, shown per variant in report.md.
 
 Text is never a number in a table, but the same trust rule as the probes holds: a samples.json is
-shown only while its job fingerprint and finish time equal results.json's (analysis/probes.py
+shown only while its job fingerprint and finish time equal results.json's (read/probes.py
 `staleness`), so a retrained job never shows the old model's text. Per variant, the job with the
 lowest seed is shown (one model, not a pick of the best-looking samples).
 """

@@ -1,5 +1,5 @@
 """The downstream (lm-eval) table, with the paper's numbers, chance levels and outside models evaluated
-here (analysis/external.py) as marked reference rows."""
+here (read/external.py) as marked reference rows."""
 
 from __future__ import annotations
 
