@@ -5,6 +5,7 @@ process (helpers.cli), as the same command line."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -94,3 +95,28 @@ def test_a_forked_worker_ends_on_sigterm_instead_of_running_the_jobs_handler():
     done = subprocess.run([sys.executable, "-c", POOL_UNDER_JOB_HANDLERS], capture_output=True, text=True,
                           timeout=120)  # on timeout subprocess.run SIGKILLs it: SIGTERM would be absorbed
     assert done.returncode == 0 and "pools finished" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_forked_child_gets_the_default_action_for_every_preemption_signal():
+    # The deterministic half of the test above: right after os.fork the child holds SIG_DFL, so the
+    # kernel ends it on SIGTERM even while it waits in C, where no Python handler would ever run.
+    from fixedcode_study.training.resume import PREEMPT_SIGNALS, PreemptionGuard, ResumableCheckpoint
+
+    loop = ResumableCheckpoint.__new__(ResumableCheckpoint)
+    loop.signals, loop._preempt_signum = [signal.SIGUSR1], None
+    with PreemptionGuard() as guard:
+        loop._pid = guard._pid
+        signal.signal(signal.SIGUSR1, loop._on_signal)  # inside the loop: the flag-only handler
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what it inherited, then leave without running pytest's exit
+            os.close(read)
+            inherited = [signal.getsignal(getattr(signal, s)) == signal.SIG_DFL for s in PREEMPT_SIGNALS]
+            os.write(write, bytes(inherited))
+            os._exit(0)
+        os.close(write)
+        reported = os.read(read, 16)
+        os.waitpid(pid, 0)
+        assert signal.getsignal(signal.SIGTERM) == guard._raise  # the job's own process keeps its handlers
+        assert signal.getsignal(signal.SIGUSR1) == loop._on_signal
+    assert list(reported) == [1] * len(PREEMPT_SIGNALS)

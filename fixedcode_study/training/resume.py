@@ -64,12 +64,31 @@ class Preempted(SystemExit):
         return f"preempted by {name} at step {self.step}; checkpoint saved, re-run to resume"
 
 
-def in_forked_child(owner_pid: int, signum: int) -> bool:
+def _is_ours(handler: Any) -> bool:
+    return isinstance(getattr(handler, "__self__", None), (PreemptionGuard, ResumableCheckpoint))
+
+
+def _default_preemption_in_child() -> None:
     """A process forked from the job (lm-eval's bootstrap Pool, a fork-started DataLoader worker)
     inherits the job's Python signal handlers. There a preemption signal must do what it would do
-    without us: end the process. (multiprocessing.Pool.terminate() stops its workers with SIGTERM;
-    a worker that raised Preempted or only set a flag instead could hang the job in join().)
-    Returns True after restoring the default action and re-sending the signal to this process."""
+    without us: end the process, and at once. multiprocessing.Pool.terminate() stops its workers
+    with SIGTERM and then joins them; a Python-level handler only runs when the worker's interpreter
+    gets to it, and a worker waiting in C (a lock, a semaphore) never did, so the job hung in join().
+    With the default action restored in the child right after fork, the kernel ends it."""
+    for name in PREEMPT_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is not None and _is_ours(signal.getsignal(signum)):
+            signal.signal(signum, signal.SIG_DFL)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_default_preemption_in_child)
+
+
+def in_forked_child(owner_pid: int, signum: int) -> bool:
+    """The same rule for a child made by a fork that bypassed os.fork (a C library's own fork):
+    the handler itself restores the default action and re-sends the signal to this process.
+    Returns True when this is not the job's own process."""
     if os.getpid() == owner_pid:
         return False
     signal.signal(signum, signal.SIG_DFL)
