@@ -514,3 +514,43 @@ def test_runs_trained_by_different_training_code_are_flagged(tmp_path):
     report = (out / "report.md").read_text()
     assert "were trained by 2 versions of the training code (aaaaaaaaaaaa, bbbbbbbbbbbb)" in report
     assert set(pd.read_csv(out / "tables" / "jobs.csv")["code_sha"]) == {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}
+
+
+def test_a_row_evaluated_on_some_seeds_says_so_and_its_eval_settings_are_not_a_config_difference(tmp_path):
+    main = fx.build_main_sweep(tmp_path)
+    for seed in (2, 3):  # only seed 1 of learned was evaluated
+        job = main / f"input=learned,seed={seed}"
+        res = json.loads((job / "results.json").read_text())
+        del res["eval"]
+        (job / "results.json").write_text(json.dumps(res))
+    notes = load_run_dirs([main]).notes
+    assert not [n for n in notes if "lm_eval_run" in n], notes  # a job never evaluated has no lm-eval setting
+    assert ("row cpu_tiny / learned: its downstream (lm-eval) cells are from 1 of its 3 jobs; the others were "
+            "not evaluated (its validation cells are from all 3)") in notes
+    assert not [n for n in notes if "/ binary16:" in n or "/ gf2:" in n]  # fully evaluated rows: nothing to say
+
+
+def test_a_smoke_evaluation_is_said_with_or_without_evaluated_trained_runs(tmp_path):
+    main = fx.build_main_sweep(tmp_path)
+    for job in main.glob("input=*,seed=*"):  # no trained run evaluated
+        res = json.loads((job / "results.json").read_text()) if (job / "results.json").exists() else None
+        if res and res.pop("eval", None) is not None:
+            (job / "results.json").write_text(json.dumps(res))
+    folder = main / "external" / "tiny-llama@local"
+    folder.mkdir(parents=True)
+    (folder / "external.json").write_text(json.dumps({
+        "external": {"name": "/models/tiny-llama", "revision": "local", "source": "local", "params": 1000},
+        "settings": {"limit": 50, "num_fewshot": 0}, "lm_eval_version": "0.4.13",
+        "tasks": {"hellaswag": {"acc_norm": 0.26, "acc_norm_stderr": 0.06}}}))
+    study = load_run_dirs([main])
+    assert [n for n in study.notes if "tiny-llama" in n] == [
+        "external · tiny-llama @ local (reference) was scored on at most 50 examples per task (eval.limit), "
+        "not on the full tasks: a smoke test, not comparable with full-set scores"]
+    # a trained row scored on a subset says so too
+    job = main / "input=gf2,seed=1"
+    res = json.loads((job / "results.json").read_text())
+    res["eval"] = {"lm_eval_version": "0.4.13", "settings": {"limit": 50}, "tasks": {"hellaswag": {"acc_norm": 0.3}}}
+    (job / "results.json").write_text(json.dumps(res))
+    notes = load_run_dirs([main]).notes
+    assert ("row cpu_tiny / gf2: downstream cells scored on at most 50 examples per task (eval.limit), not on the "
+            "full tasks: a smoke test") in notes

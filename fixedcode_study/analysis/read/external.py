@@ -51,9 +51,14 @@ def read_externals(roots: list[str | Path], notes: list[str]) -> tuple[pd.DataFr
 
 
 def setting_notes(externals: dict[str, dict], run_settings: list[dict]) -> list[str]:
-    """Say when an external row was scored under other lm-eval settings than the trained runs."""
+    """Say when an external row was scored under other lm-eval settings than the trained runs, and
+    always when it was scored on a subset of each task (eval.limit): with no trained run evaluated
+    there is nothing to compare it with, and a smoke test must still not read as a full-set score."""
     notes = []
     for name, theirs in externals.items():
+        if theirs.get("limit") is not None:
+            notes.append(f"{name} was scored on at most {theirs['limit']} examples per task (eval.limit), "
+                         "not on the full tasks: a smoke test, not comparable with full-set scores")
         differing = [k for k in MATCHED_SETTINGS
                      if any(json.dumps(s.get(k), sort_keys=True) != json.dumps(theirs.get(k), sort_keys=True)
                             for s in run_settings)]

@@ -284,7 +284,6 @@ def build_study(collected: Collected) -> Study:
                      "not in curve figures: " + shown)
     externals = pd.concat(collected.externals, ignore_index=True) if collected.externals else pd.DataFrame()
     if collected.external_settings:
-
         included_runs = set(jobs.loc[jobs["included"], "run"])
         notes.extend(external_notes(collected.external_settings,
                                     [s for run, s in eval_settings.items() if run in included_runs]))
@@ -332,11 +331,26 @@ def exclude_repeated_seeds(jobs: pd.DataFrame, notes: list[str]) -> pd.DataFrame
 _POOLING_IGNORED = ("seed", "dir", "path", "name", "wandb", "hydra", "job", "sweep", "output", "out_root", "tags")
 
 
+# How a job's lm-eval numbers were produced (results_to_frames): only evaluated jobs carry these keys.
+EVAL_RUN_PREFIX = "lm_eval_run."
+
+
+def _values(flat: list[dict], key: str) -> set[str]:
+    # An lm-eval setting is compared among the jobs that were evaluated: a job without downstream
+    # numbers is not in the downstream row at all, so its missing key is not a different setting.
+    among = [f for f in flat if key in f] if key.startswith(EVAL_RUN_PREFIX) else flat
+    return {json.dumps(f.get(key), sort_keys=True, default=str) for f in among}
+
+
 def _differing_keys(flat: list[dict], skip_prefixes: tuple[str, ...] = ()) -> list[str]:
     keys = set().union(*flat)
     return sorted(k for k in keys
                   if not any(tok in k.lower() for tok in _POOLING_IGNORED) and not k.startswith(skip_prefixes)
-                  and len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat}) > 1)
+                  and len(_values(flat, k)) > 1)
+
+
+def _evaluated(flat: dict) -> bool:
+    return f"{EVAL_RUN_PREFIX}version" in flat
 
 
 def _shown(keys: list[str]) -> str:
@@ -351,6 +365,15 @@ def pooled_config_notes(configs: dict[str, dict], jobs: pd.DataFrame) -> list[st
         flat = [configs.get(run, {}) for run in group["run"]]
         if len(flat) >= 2 and any(flat) and (differing := _differing_keys(flat)):
             notes.append(f"row {model} / {variant} pools jobs whose resolved configs differ in: {_shown(differing)}")
+        limits = sorted({f[f"{EVAL_RUN_PREFIX}limit"] for f in flat
+                         if _evaluated(f) and f.get(f"{EVAL_RUN_PREFIX}limit") is not None}, key=str)
+        if limits:
+            notes.append(f"row {model} / {variant}: downstream cells scored on at most {', '.join(map(str, limits))} "
+                         "examples per task (eval.limit), not on the full tasks: a smoke test")
+        evaluated = sum(map(_evaluated, flat))
+        if 0 < evaluated < len(flat):
+            notes.append(f"row {model} / {variant}: its downstream (lm-eval) cells are from {evaluated} of its "
+                         f"{len(flat)} jobs; the others were not evaluated (its validation cells are from all {len(flat)})")
     return notes
 
 
