@@ -169,7 +169,7 @@ def test_an_outside_llama_is_evaluated_into_a_reference_row_beside_trained_runs(
     folder, prepared = outside_llama
     study = tmp_path / "multirun" / "main"
     eval_args = ["eval=builtin", "eval.limit=6", "eval.bootstrap_iters=0", f"eval.prepared_root={prepared}"]
-    cfg = compose(["model=test_micro", "logger=csv", "train.tokens=2048", "train.batch_size=8",
+    cfg = compose(["model=test_micro", "logger=csv", "train.tokens=2048", "train.batch_size=8", "train.val_points=1",
                    f"data.cache_dir={prepared.parent}", *eval_args])
     assert train_job(cfg, study / "input=learned,seed=1")["status"] == "completed"
     assert evaluate_cli.main([f"hf={folder}", *eval_args, f"study={study}"]) == 0

@@ -25,7 +25,7 @@ from helpers.distributed import cli, results, start, stop
 from fixedcode_study.config import compose
 from fixedcode_study.studies.launcher import available_cores, plan_workers
 
-SMALL = ["model=test_micro", "logger=csv", "train.tokens=8192", "train.batch_size=8"]
+SMALL = ["model=test_micro", "logger=csv", "train.tokens=8192", "train.batch_size=8", "train.val_points=2"]
 TRAINING = re.compile(r"^\[run\] job (\S+): training, attempt (\d+) \(pid (\d+)\)$")
 
 
@@ -48,7 +48,7 @@ def test_parallel_jobs_land_where_the_basic_launcher_puts_them(sweep):
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]  # two jobs have a bad setting
     names = {p.name for p in root.iterdir() if (p / ".hydra").is_dir()}
     # keyed by the sorted overrides, without data.cache_dir and the launcher: as under hydra/launcher=basic
-    expected = {f"model=test_micro,seed={s},train.batch_size=8,train.global_batch_tokens={g},train.tokens=8192"
+    expected = {f"model=test_micro,seed={s},train.batch_size=8,train.global_batch_tokens={g},train.tokens=8192,train.val_points=2"
                 for s in (1, 2) for g in (512, 1000)}
     assert names == expected
     basic = {str(compose([f"seed={s}", f"train.global_batch_tokens={g}", *SMALL, "hydra/launcher=basic"],
@@ -99,7 +99,7 @@ def test_terminal_shows_a_start_and_a_result_line_per_job_and_no_bars(sweep):
     assert "train:" not in shown and "step/s" not in shown and "s/step" not in shown  # no progress bars
     starts = [TRAINING.match(line) for line in proc.stdout.splitlines() if TRAINING.match(line)]
     assert sorted(m.group(1) for m in starts) == sorted(
-        f"model=test_micro,seed={s},train.batch_size=8,train.global_batch_tokens=512,train.tokens=8192" for s in (1, 2))
+        f"model=test_micro,seed={s},train.batch_size=8,train.global_batch_tokens=512,train.tokens=8192,train.val_points=2" for s in (1, 2))
     assert len({m.group(3) for m in starts}) == 2  # two worker processes: the jobs ran side by side
     results_lines = [line for line in proc.stdout.splitlines() if re.match(r"^\[run\] \S+: val_loss=", line)]
     assert len(results_lines) == 2

@@ -197,7 +197,7 @@ def test_cli_pretokenizes_and_training_runs_from_the_directory(corpus, tmp_path)
     assert manifest["val_tokens"] == 1200
 
     overrides = ["model=test_micro", "logger=csv", "data=pretokenized", f"data.dir={out}", "train.tokens=2048",
-                 "train.batch_size=4", "train.seq_len=32", "train.val_every=1000", "train.log_every=4",
+                 "train.batch_size=4", "train.seq_len=32", "train.val_points=1", "train.log_every=4",
                  "train.val_batch_size=16"]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)

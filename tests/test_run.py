@@ -20,7 +20,7 @@ from helpers.cli import run_cli
 from fixedcode_study.config import compose as compose_config
 from fixedcode_study.training.job import train_job
 
-TINY = ["model=test_micro", "train.tokens=16384", "train.val_every=8", "train.log_every=2", "train.val_batch_size=64"]
+TINY = ["model=test_micro", "train.tokens=16384", "train.val_points=3", "train.log_every=2", "train.val_batch_size=64"]
 REQUIRED = ["input", "seed", "model", "code_width", "params", "final", "tokens_seen", "train_seconds",
             "tokens_per_second", "status", "overrides", "config", "input_props", "data", "checkpoint"]
 

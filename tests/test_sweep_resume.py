@@ -11,7 +11,7 @@ from __future__ import annotations
 from helpers.cli import run_cli
 from helpers.distributed import results
 
-SMALL = ["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8", "train.val_every=100",
+SMALL = ["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8", "train.val_points=1",
          "train.log_every=2", "train.val_batch_size=256", "name=resweep"]
 
 

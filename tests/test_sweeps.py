@@ -192,7 +192,7 @@ def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
     env = {**os.environ, "FIXEDCODE_OUT": str(tmp_path / "out"), "FIXEDCODE_CACHE": str(tmp_path / "cache"),
            "WANDB_MODE": "disabled"}
     extra = ["seed=1", "model=test_micro", "logger=csv", "train.tokens=2048", "train.batch_size=4",
-             "train.val_every=4", "train.log_every=2", "train.val_batch_size=8"]
+             "train.val_points=2", "train.log_every=2", "train.val_batch_size=128"]
     cmd = [sys.executable, "-m", "fixedcode_study.sweep", "controls", *extra]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

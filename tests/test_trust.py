@@ -34,7 +34,7 @@ from fixedcode_study.training.loggers import read_wandb_log, wandb_logs
 from fixedcode_study.spec.plan import plan_batch
 
 # 16 optimizer steps of 512 tokens: a job of a few seconds.
-SHORT = ["model=test_micro", "logger=csv", "train.tokens=8192", "train.batch_size=8", "train.val_every=8",
+SHORT = ["model=test_micro", "logger=csv", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",
          "train.log_every=2", "train.val_batch_size=128"]
 
 

@@ -22,7 +22,7 @@ def trained_checkpoint(input_name: str = "learned") -> tuple[Path, Path]:
     from fixedcode_study.training.job import train_job
 
     cfg = compose_config([
-        "model=test_micro", "logger=csv", f"input={input_name}", "train.tokens=8192", "train.batch_size=8",
+        "model=test_micro", "logger=csv", f"input={input_name}", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",
         f"data.cache_dir={_ROOT / 'cache'}", f"out_root={_ROOT / 'out'}",
     ])
     job_dir = _ROOT / "out" / input_name
