@@ -79,7 +79,9 @@ def test_export_loads_with_auto_classes_and_computes_the_same_logits(exported, n
         assert type(theirs).__name__ == "FixedCodeLlamaForCausalLM"
         assert (folder / MODELING_FILE).is_file() and "AutoModelForCausalLM" in config["auto_map"]
         assert not [k for k, s in shapes.items() if s == (V, d) and k != "lm_head.weight"], shapes
-        assert not [k for k in shapes if k.startswith("model.embed_tokens")]
+        # only the empty (V, 0) placeholder that stops a plain Llama from loading (modeling_fixedcode.py)
+        assert [k for k in shapes if k.startswith("model.embed_tokens")] == ["model.embed_tokens.weight"]
+        assert shapes["model.embed_tokens.weight"] == (V, 0)
         assert not list(theirs.model.embed_tokens.parameters())  # nothing trainable at the input
     else:
         assert type(theirs).__name__ == "LlamaForCausalLM" and "auto_map" not in config
@@ -183,7 +185,9 @@ def test_an_outside_llama_is_evaluated_into_a_reference_row_beside_trained_runs(
     assert len(built.included_jobs) == 1  # the outside model is no job and in no statistic
     out = write_report(built, tmp_path / "report")
     report = out.report.read_text()
-    row = next(line for line in report.splitlines() if "external · tiny-llama @ sha256:" in line)
+    row = next(line for line in report.splitlines() if line.startswith("|") and "external · tiny-llama @ sha256:" in line)
+    # both were scored on eval.limit=6 examples per task, and the report says so
+    assert "was scored on at most 6 examples per task (eval.limit)" in report
     bpb = record["tasks"]["fixedcode_heldout_ppl"]["bits_per_byte"]
     shown = [float(x) for x in re.findall(r"\d+\.\d+", row)]
     assert any(abs(x - bpb) < 1e-3 for x in shown), (bpb, row)  # its own number, beside the trained run

@@ -50,11 +50,20 @@ def sibling_records(job: JobDir, record: dict[str, Any]) -> list[dict[str, Any]]
     return sorted(found, key=lambda r: (r.get("seed") is None, r.get("seed")))
 
 
-def _load_snippet(fixed: bool) -> list[str]:
+def _load_snippet(fixed: bool, context: Any) -> list[str]:
+    """The card's loading code (tests/test_hub_users.py runs it as written) and what a user should know."""
     remote = ", trust_remote_code=True" if fixed else ""
-    return ["```python", "from transformers import AutoModelForCausalLM, AutoTokenizer",
-            f"model = AutoModelForCausalLM.from_pretrained(FOLDER{remote})",
-            "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", "```"]
+    lines = ["```python", "from transformers import AutoModelForCausalLM, AutoTokenizer",
+             f"model = AutoModelForCausalLM.from_pretrained(FOLDER{remote})",
+             "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", "```", ""]
+    if fixed:
+        lines += ["The tokenizer needs no custom code. The model does: without `trust_remote_code=True` transformers "
+                  "builds a plain Llama and stops at `model.embed_tokens.weight`, which this folder holds as an empty "
+                  "(vocabulary x 0) placeholder, instead of loading with a random input table. "
+                  "`get_input_embeddings().weight` is the fixed V x d code, computed when read.", ""]
+    lines.append(f"Trained on contexts of {_fmt(context)} tokens (`max_position_embeddings`). As for any Llama, "
+                 "`generate` does not stop there; positions past it were never trained.")
+    return lines
 
 
 def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | None, hf_config: Any) -> str:
@@ -70,7 +79,7 @@ def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | No
               "a trainable, untied projection.") if fixed else
              "The control: a decoder with a **learned input table**, as a plain `LlamaForCausalLM` (untied head).",
              "", "Written by `python -m fixedcode_study.export` from the workbench checkpoint "
-             f"`{ckpt.path}`.", "", *_load_snippet(fixed), ""]
+             f"`{ckpt.path}`.", "", *_load_snippet(fixed, ckpt.model.config.max_seq_len), ""]
     model = ckpt.config.get("model") or {}
     lines += ["## Architecture", "", *_table(("setting", "value"), [
         (k, model.get(k)) for k in ("name", "vocab_size", "n_layer", "d_model", "n_head", "n_kv_head", "d_ff",

@@ -7,8 +7,13 @@ The folder holds model.safetensors, config.json, generation_config.json, the tok
 card.py). The two kinds:
 - learned input (a V x d table): a plain `LlamaForCausalLM`, loadable without remote code;
 - every other input: `FixedCodeLlamaForCausalLM` from modeling_fixedcode.py, copied into the folder
-  and named in config.json's `auto_map`, so `trust_remote_code=True` loads it offline. Its weights
-  hold no (V, d) input tensor; the code is described in config.json (`input_code`).
+  and named in config.json's `auto_map` (with its base model for AutoModel), so `trust_remote_code=True`
+  loads it offline. Its weights hold no (V, d) input tensor; the code is described in config.json
+  (`input_code`). config.json says `model_type: llama`, so AutoTokenizer loads the tokenizer with no
+  remote code and no prompt (modeling_fixedcode.py's docstring: why, and the guard that keeps a plain
+  Llama from loading the weights).
+generation_config.json sets the special tokens only: no max_length, so `generate(max_new_tokens=...)`
+is not told that both were set, and the defaults are transformers' own for any Llama.
 Checked, not assumed: before the folder is renamed into place, it is loaded back through
 transformers' Auto classes and its logits must equal the workbench model's (`verify`).
 """
@@ -44,7 +49,7 @@ VERIFY_ATOL = 1e-5
 class Exported:
     path: Path
     architecture: str           # LlamaForCausalLM | FixedCodeLlamaForCausalLM
-    input_tensors: dict[str, tuple[int, ...]]  # every model.embed_tokens.* tensor written, with its shape
+    input_tensors: dict[str, tuple[int, ...]]  # every model.embed_tokens.* tensor written (not the empty placeholder)
     max_abs_logit_diff: float | None
 
 
@@ -186,11 +191,14 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, ver
     with atomic_dir(out) as tmp:
         eot = write_tokenizer(ckpt, tmp)
         hf.config.update({"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot})
-        hf.generation_config = GenerationConfig(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot,
-                                                max_length=model.config.max_seq_len)
+        # No max_length: a saved one makes every generate(max_new_tokens=...) warn that both are set. The
+        # context (max_position_embeddings) is in config.json; past it, generate behaves as for any Llama.
+        hf.generation_config = GenerationConfig(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot)
         if fixed:
-            hf.config.auto_map = {"AutoConfig": f"{Path(MODELING_FILE).stem}.FixedCodeLlamaConfig",
-                                  "AutoModelForCausalLM": f"{Path(MODELING_FILE).stem}.FixedCodeLlamaForCausalLM"}
+            stem = Path(MODELING_FILE).stem
+            hf.config.auto_map = {"AutoConfig": f"{stem}.FixedCodeLlamaConfig",
+                                  "AutoModel": f"{stem}.FixedCodeLlamaModel",
+                                  "AutoModelForCausalLM": f"{stem}.FixedCodeLlamaForCausalLM"}
         hf.save_pretrained(str(tmp))
         if fixed:
             shutil.copyfile(modeling_fixedcode.__file__, tmp / MODELING_FILE)
@@ -207,8 +215,9 @@ def _input_tensors(folder: Path) -> dict[str, tuple[int, ...]]:
     for f in sorted(folder.glob("*.safetensors")):
         with safe_open(str(f), framework="pt") as st:
             for key in st.keys():
-                if key.startswith("model.embed_tokens."):
-                    shapes[key] = tuple(st.get_slice(key).get_shape())
+                shape = tuple(st.get_slice(key).get_shape())
+                if key.startswith("model.embed_tokens.") and 0 not in shape:  # not the (V, 0) placeholder
+                    shapes[key] = shape
     return shapes
 
 

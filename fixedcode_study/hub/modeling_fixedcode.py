@@ -3,9 +3,10 @@
 This file is copied into every fixed-code model folder that `python -m fixedcode_study.export`
 writes, and `auto_map` in its config.json points Hugging Face's Auto classes here, so
 
-    AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)   # FixedCodeLlamaForCausalLM
+    AutoModel.from_pretrained(folder, trust_remote_code=True)              # FixedCodeLlamaModel (hidden states)
 
-loads the model offline with nothing but torch and transformers (it imports no fixedcode_study
+load the model offline with nothing but torch and transformers (it imports no fixedcode_study
 code). The body and the untied head are exactly LlamaForCausalLM's; only `model.embed_tokens` is
 replaced by `FixedCodeInput`, which computes the code the workbench trained with
 (fixedcode_study/inputs/), described by `config.input_code`:
@@ -24,7 +25,15 @@ replaced by `FixedCodeInput`, which computes the code the workbench trained with
                 (Gaussian codes, random extra bits, a learned low-dimensional table): K is small, so
                 this is still no V x d input tensor.
 Either way the K-vector v is repeated to hidden_size and the last copy truncated (tiling), in fp32,
-then cast to the model's dtype, as the workbench does.
+then cast to the model's dtype, as the workbench does. An ID outside [0, vocab_size) is an
+IndexError, as it is for nn.Embedding (a bit code would otherwise encode it silently).
+
+config.json says `model_type: llama`, so that tools which only read the config (AutoTokenizer,
+AutoConfig without trust_remote_code) treat the folder as the Llama it is apart from its input, and
+ask no question about custom code. The weights file holds `model.embed_tokens.weight` as a
+(vocab_size, 0) placeholder (`NO_TABLE_PLACEHOLDER`): a plain LlamaForCausalLM, which is what
+transformers builds when trust_remote_code is not given, stops at its shape instead of loading with
+a randomly initialised input table. These classes ignore it on load and write it back on save.
 """
 
 from __future__ import annotations
@@ -34,15 +43,18 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, LlamaPreTrainedModel
 
 INPUT_CODE_KINDS = ("bits", "table")
+NO_TABLE_PLACEHOLDER = "embed_tokens.weight"  # a (vocab_size, 0) tensor in the weights file (module docstring)
 
 
 class FixedCodeLlamaConfig(LlamaConfig):
-    """LlamaConfig plus `input_code`: the description of the fixed input (module docstring)."""
+    """LlamaConfig plus `input_code`: the description of the fixed input (module docstring).
 
-    model_type = "fixedcode_llama"
+    model_type stays "llama" (module docstring: why); `architectures` and `auto_map` name these classes."""
+
+    model_type = "llama"
 
     def __init__(self, input_code: dict[str, Any] | None = None, **kwargs: Any):
         self.input_code = dict(input_code or {})
@@ -59,7 +71,7 @@ def _bit_rows(value: Any) -> Any:
 
 
 class FixedCodeInput(nn.Module):
-    """token IDs (B, T) -> tiled fixed code (B, T, hidden_size). No trainable parameter."""
+    """token IDs (B, T) -> tiled fixed code (B, T, hidden_size) in the model's dtype. No trainable parameter."""
 
     def __init__(self, config: FixedCodeLlamaConfig):
         super().__init__()
@@ -77,6 +89,9 @@ class FixedCodeInput(nn.Module):
         self.matrix = _bit_rows(spec.get("matrix"))  # code_width rows of id_bits 0/1 entries, or None
         self.shift = _bit_rows(spec.get("shift"))    # code_width 0/1 entries, or None
         self._constants: dict[torch.device, tuple[torch.Tensor, ...]] = {}
+        # An empty buffer: it holds no values (so meta-device init cannot spoil it), only the device and
+        # dtype the model was moved to, which the output and `weight` follow, as nn.Embedding's do.
+        self.register_buffer("placement", torch.empty(0), persistent=False)
         if spec.get("permuted"):
             self.register_buffer("id_permutation", torch.zeros(self.vocab_size, dtype=torch.int64))
         if self.kind == "table":
@@ -91,8 +106,23 @@ class FixedCodeInput(nn.Module):
             self._constants[device] = (shifts, matrix, shift)
         return self._constants[device]
 
+    def _check_ids(self, input_ids: torch.Tensor) -> None:
+        """IDs outside [0, vocab_size) are an error, as in nn.Embedding, not a silently encoded integer."""
+        if input_ids.numel() == 0:
+            return
+        if input_ids.device.type == "cpu":  # one reduction, no device sync to pay: a clear message
+            low, high = (int(v) for v in torch.aminmax(input_ids))
+            if low < 0 or high >= self.vocab_size:
+                bad = high if high >= self.vocab_size else low
+                raise IndexError(f"token id {bad} is out of range for this model's vocabulary of {self.vocab_size} "
+                                 f"(valid ids: 0..{self.vocab_size - 1})")
+        else:  # an accelerator: a device-side assert (no host sync per step), as nn.Embedding does there
+            torch._assert_async(((input_ids >= 0) & (input_ids < self.vocab_size)).all(),
+                                f"token id out of range for this model's vocabulary of {self.vocab_size}")
+
     def code(self, input_ids: torch.Tensor) -> torch.Tensor:
         """(...) IDs -> (..., code_width) fp32 code values, scaled."""
+        self._check_ids(input_ids)
         if self.kind == "table":
             values = self.code_values[input_ids].float()
         else:
@@ -105,31 +135,67 @@ class FixedCodeInput(nn.Module):
         return values * self.scale if self.scale != 1.0 else values
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        code = self.code(input_ids)  # (B, T, K)
+        code = self.code(input_ids)  # (B, T, K), fp32
         reps = math.ceil(self.hidden_size / self.code_width)
-        return code.repeat(*([1] * (code.dim() - 1)), reps)[..., : self.hidden_size]  # (B, T, hidden)
+        tiled = code.repeat(*([1] * (code.dim() - 1)), reps)[..., : self.hidden_size]  # (B, T, hidden)
+        # tiled in fp32, then cast to the weights' dtype (bf16 loads), as the workbench does
+        return tiled.to(self.placement.dtype)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The (vocab_size, hidden_size) matrix of input vectors, row i = what the model feeds for ID i.
+
+        For tools that read `get_input_embeddings().weight`. It is fixed: computed anew on each access
+        from the code (no stored V x d tensor, requires_grad False), so changing it changes nothing."""
+        with torch.no_grad():
+            return self(torch.arange(self.vocab_size, device=self.placement.device))
 
 
-class FixedCodeLlamaForCausalLM(LlamaForCausalLM):
-    """LlamaForCausalLM with `model.embed_tokens` = FixedCodeInput; the head stays untied."""
+class _NoInputTable:
+    """Save and load the (vocab_size, 0) placeholder at the input table's name (module docstring)."""
+
+    _keys_to_ignore_on_load_unexpected = [r"embed_tokens\.weight$"]
+
+    def save_pretrained(self, save_directory: Any, *args: Any, state_dict: dict[str, torch.Tensor] | None = None,
+                        **kwargs: Any):
+        state_dict = dict(self.state_dict() if state_dict is None else state_dict)
+        prefix = "model." if isinstance(self, FixedCodeLlamaForCausalLM) else ""
+        state_dict[prefix + NO_TABLE_PLACEHOLDER] = torch.zeros(self.config.vocab_size, 0)
+        return super().save_pretrained(save_directory, *args, state_dict=state_dict, **kwargs)
+
+    def resize_token_embeddings(self, *args: Any, **kwargs: Any):
+        raise NotImplementedError("a fixed code is defined for its vocabulary only; it cannot be resized")
+
+
+class FixedCodeLlamaModel(_NoInputTable, LlamaModel):
+    """LlamaModel with `embed_tokens` = FixedCodeInput: the base model (hidden states), for AutoModel."""
 
     config_class = FixedCodeLlamaConfig
-    _tied_weights_keys: dict[str, str] = {}  # nothing to tie: there is no input table
-    _keys_to_ignore_on_load_missing = [r"model\.embed_tokens\.weight"]
 
     def __init__(self, config: FixedCodeLlamaConfig):
-        if getattr(config, "tie_word_embeddings", False):
-            raise ValueError("a fixed-code model has no input table to tie the head to: tie_word_embeddings=false")
         super().__init__(config)
-        self.model.embed_tokens = FixedCodeInput(config)
+        self.embed_tokens = FixedCodeInput(config)  # replaces the (V, d) nn.Embedding LlamaModel made
 
     def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
                 **kwargs: Any):
         if inputs_embeds is None and input_ids is not None:
-            # the code is computed in fp32; follow the weights' dtype (bf16 loads) as the workbench does
-            inputs_embeds = self.model.embed_tokens(input_ids).to(self.lm_head.weight.dtype)
-            input_ids = None
-        return super().forward(input_ids=None, inputs_embeds=inputs_embeds, **kwargs)
+            inputs_embeds, input_ids = self.embed_tokens(input_ids), None
+        return super().forward(input_ids=input_ids, inputs_embeds=inputs_embeds, **kwargs)
 
-    def resize_token_embeddings(self, *args: Any, **kwargs: Any):
-        raise NotImplementedError("a fixed code is defined for its vocabulary only; it cannot be resized")
+
+class FixedCodeLlamaForCausalLM(_NoInputTable, LlamaForCausalLM):
+    """LlamaForCausalLM on FixedCodeLlamaModel; the head stays untied."""
+
+    config_class = FixedCodeLlamaConfig
+    _tied_weights_keys: dict[str, str] = {}  # nothing to tie: there is no input table
+
+    def __init__(self, config: FixedCodeLlamaConfig):
+        if getattr(config, "tie_word_embeddings", False):
+            raise ValueError("a fixed-code model has no input table to tie the head to: tie_word_embeddings=false")
+        # LlamaForCausalLM.__init__'s own lines with our base model, rather than building a LlamaModel to
+        # throw away: one body in memory when the model is built outside from_pretrained (the export).
+        LlamaPreTrainedModel.__init__(self, config)
+        self.model = FixedCodeLlamaModel(config)
+        self.vocab_size = config.vocab_size
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
