@@ -5,8 +5,9 @@
     python -m fixedcode_study.evaluate hf=HuggingFaceTB/SmolLM2-135M eval=builtin study=outputs/multirun/main
     python -m fixedcode_study.evaluate hf=exports/gf2-s1 eval=builtin
 
-`checkpoint=` is a checkpoint directory written by `run` (model.safetensors, config.json,
-tokenizer.json); the record goes beside it. `hf=` is any Hugging Face causal LM, a local folder or a
+`checkpoint=` is a job directory or its checkpoints/final folder (or one of our exports whose
+source checkpoint is here and unchanged: that checkpoint is read; hub/source.py, the same rule as
+every command), scored by the workbench adapter; the record goes beside the checkpoint. `hf=` is any Hugging Face causal LM, a local folder or a
 Hub name (offline: from the local cache), evaluated with lm-eval's own `hf` model; its record goes
 to <study>/external/<name>@<revision>/external.json (study= defaults to ${out_root}/multirun/main),
 where `python -m analysis <study>` shows it as a reference row. With hf=: `hf_revision=` pins a Hub
@@ -25,12 +26,11 @@ from omegaconf import OmegaConf
 
 from ..config import compose
 from ..errors import ConfigError
-from ..record.jobdir import JobDir
 from ..spec.evaluation import eval_settings
 from .args import Command, Key, exit_with, run_command
 
 COMMAND = Command("evaluate", __doc__, overrides=True, keys=(
-    Key("checkpoint", None, "a checkpoint directory written by run", kind=str),
+    Key("checkpoint", None, "a job directory or its final checkpoint folder", kind=str),
     Key("hf", None, "a Hugging Face model folder or Hub name", kind=str),
     Key("hf_revision", None, "hf= only: the Hub revision", kind=str),
     Key("trust_remote_code", None, "hf= only: allow the folder's own modeling code", kind=bool),
@@ -56,7 +56,7 @@ def format_summary(record: Mapping[str, Any]) -> str:
 def body(own: dict[str, Any], overrides: list[str]) -> int:
     if (own["checkpoint"] is None) == (own["hf"] is None):
         raise ConfigError("checkpoint", "missing" if own["checkpoint"] is None else "given together with hf=",
-                          f"pass checkpoint=<checkpoint directory>, e.g. {JobDir('outputs/runs/main/defaults').final_checkpoint}, "
+                          "pass checkpoint=<a job directory or its final checkpoint folder>, e.g. outputs/runs/main/defaults, "
                           "or hf=<Hugging Face folder or Hub name>")
     hf_only = [k for k in ("hf_revision", "trust_remote_code", "study") if own[k] is not None]
     if own["checkpoint"] is not None and hf_only:
@@ -73,8 +73,10 @@ def body(own: dict[str, Any], overrides: list[str]) -> int:
         record["checkpoint"] = f"{record['external']['name']} @ {record['external']['revision']}"
     else:
         from ..evaluation.harness import evaluate_checkpoint
+        from ..hub.source import checkpoint_folder
 
-        record = evaluate_checkpoint(own["checkpoint"], settings)
+        folder = checkpoint_folder(own["checkpoint"], f"pass hf={own['checkpoint']} to evaluate the folder itself")
+        record = evaluate_checkpoint(folder, settings)
     print(format_summary(record))
     print(f"[eval] wrote {record['output']}")
     return 0

@@ -3,10 +3,12 @@
     fixedcode export checkpoint=outputs/multirun/main/input=gf2,seed=1 out=exports/gf2-s1
     python -m fixedcode_study.export checkpoint=... out=...        # the same command
 
-checkpoint= is a final checkpoint folder or a job directory. The result is a Hugging Face folder:
-a learned-input model is a plain LlamaForCausalLM; a fixed-code model carries modeling_fixedcode.py
-(config.json `auto_map`) and loads with `trust_remote_code=True`, offline, with no V x d input
-tensor in its weights. Before the folder is put in place it is loaded back through transformers
+checkpoint= is a job directory, its checkpoints/final folder, or one of our exports whose source
+checkpoint is here and unchanged, which is then exported again from it (hub/source.py: the same
+rule as generate, evaluate, probe and lm-eval; an export copied elsewhere is refused). The result
+is a Hugging Face folder: a learned-input model is a plain LlamaForCausalLM; a fixed-code model
+carries modeling_fixedcode.py (config.json `auto_map`) and loads with `trust_remote_code=True`,
+offline, with no V x d input tensor in its weights. Before the folder is put in place it is loaded back through transformers
 and its logits (and, for a fixed code, its input for every token ID) are checked against the
 workbench model (verify=false skips that). The work is hub/export.py's.
 """
@@ -16,10 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..hub.export import export_checkpoint
+from ..hub.source import checkpoint_folder
 from .args import REQUIRED, Command, Key, exit_with, run_command
 
 COMMAND = Command("export", __doc__, keys=(
-    Key("checkpoint", REQUIRED, "checkpoint or job folder"),
+    Key("checkpoint", REQUIRED, "job or checkpoint folder, or an export of one"),
     Key("out", REQUIRED, "the new Hugging Face folder"),
     Key("overwrite", False, "replace an existing out folder"),
     Key("verify", True, "load the folder back and compare its logits with the workbench model's"),
@@ -27,7 +30,8 @@ COMMAND = Command("export", __doc__, keys=(
 
 
 def export(values: dict[str, Any], _overrides: list[str]) -> int:
-    exported = export_checkpoint(values["checkpoint"], values["out"], verify=values["verify"],
+    source = checkpoint_folder(values["checkpoint"], "export the job directory it came from")
+    exported = export_checkpoint(source, values["out"], verify=values["verify"],
                                  overwrite=values["overwrite"])
     inputs = ", ".join(f"{k} {v}" for k, v in exported.input_tensors.items()) or "none (computed from the ID)"
     checked = ("not checked (verify=false)" if exported.max_abs_logit_diff is None

@@ -71,7 +71,9 @@ def body(own: dict[str, Any], overrides: list[str]) -> int:
         settings.update(init=False, snapshots=False)  # an outside model has no init stream or snapshots here
         records = probe_study(str(subject.out_dir), settings, subjects=[subject])
     else:
-        records = probe_study(own["checkpoint"], settings)
+        from ..hub.source import checkpoint_folder  # a job, a study, or an export of a job here: one rule
+
+        records = probe_study(str(checkpoint_folder(own["checkpoint"], f"pass hf={own['checkpoint']}")), settings)
     print(f"[probe] {len(records)} job(s) probed in {time.perf_counter() - started:.1f}s")
     return 0
 

@@ -11,6 +11,12 @@ is the `lm_eval` CLI with `fixedcode` registered first; every lm_eval flag works
     python -m fixedcode_study.lm_eval_model --model fixedcode \
         --model_args checkpoint=PATH --tasks hellaswag --batch_size 32
 
+checkpoint= is a job directory or its checkpoints/final folder. lm-eval splits model_args at every
+comma, and the sweep's folder names hold commas (`input=gf2,seed=1`): `split_checkpoint_arg` takes
+the longest run of pieces after `checkpoint=` that names an existing path, both here (a model_args
+string given to lm-eval's Python API) and in the command line (cli/lm_eval_model.py, which also
+maps one of our exports to its source checkpoint, hub/source.py).
+
 The scoring follows HFLM (lm_eval/models/huggingface.py) request for request, so numbers are
 comparable with published lm-eval results:
   * loglikelihood: TemplateLM splits context/continuation the harness way (trailing context
@@ -47,6 +53,7 @@ from ..data.tokenizer import end_of_text_id
 from ..errors import ConfigError
 from ..model import Decoder
 from ..record.checkpoint import TOKENIZER_FILE, load_checkpoint
+from ..record.jobdir import JobDir
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,40 @@ DEFAULT_MAX_GEN_TOKS = 256
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 Request = tuple[tuple[str, str] | None, list[int], list[int]]  # (strings or None, context ids, continuation ids)
+CHECKPOINT_ARG = "checkpoint="
+QUOTES = "'\""
+
+
+def split_checkpoint_arg(arg_string: str) -> tuple[str | None, list[str]]:
+    """(the checkpoint= path, the other comma-separated items) of a model_args string.
+
+    The path runs from `checkpoint=` over as many following comma-separated pieces as still name
+    an existing file or folder (the longest such run; just the first piece when none exists, for
+    the loader to name). A quoted path (lm-eval's CLI keeps quoted commas) is taken as quoted."""
+    pieces = arg_string.split(",")
+    start = next((i for i, p in enumerate(pieces) if p.strip().startswith(CHECKPOINT_ARG)), None)
+    if start is None:
+        return None, [p for p in pieces if p]
+    head = pieces[start].strip()[len(CHECKPOINT_ARG):]
+
+    def upto(end: int) -> str:  # the path if it ran up to (not including) piece `end`
+        return ",".join([head, *pieces[start + 1:end]]).strip()
+
+    if head and head[0] in QUOTES:  # up to the first piece that closes the quote
+        closed = [e for e in range(start + 1, len(pieces) + 1) if len(upto(e)) > 1 and upto(e).endswith(head[0])]
+        end = closed[0] if closed else start + 1
+        path = upto(end)[1:-1] if closed else head
+    else:  # the longest run that exists
+        existing = [e for e in range(len(pieces), start + 1, -1) if Path(upto(e)).expanduser().exists()]
+        end = existing[0] if existing else start + 1
+        path = upto(end)
+    return path, [p for p in pieces[:start] + pieces[end:] if p]
+
+
+def final_folder(checkpoint: str | os.PathLike) -> Path:
+    """A job directory's checkpoints/final; any other path as given."""
+    job_final = JobDir(Path(checkpoint).expanduser()).final_checkpoint
+    return job_final if job_final.is_dir() else Path(checkpoint).expanduser()
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -109,9 +150,10 @@ class FixedCodeLM(TemplateLM):
             raise ConfigError("dtype", f"{dtype!r} is not one of {sorted(DTYPES)}", "pass dtype=float32 or bfloat16")
         self._device = resolve_device(device)
         if checkpoint is not None:
+            checkpoint = final_folder(checkpoint)
             loaded = load_checkpoint(checkpoint, device="cpu")
             model, tokenizer, self.checkpoint_config = loaded.model, loaded.tokenizer, loaded.config
-            self.checkpoint = str(Path(checkpoint).resolve())
+            self.checkpoint = str(checkpoint.resolve())
         elif model is None or tokenizer is None:
             raise ConfigError("checkpoint", "no checkpoint given", "pass model_args checkpoint=PATH (a checkpoint directory)")
         else:
@@ -127,6 +169,16 @@ class FixedCodeLM(TemplateLM):
         self.batch_size = parse_batch_size(batch_size, max_batch_size)
         self.max_batch_size = max_batch_size
         self._warned: set[str] = set()
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> "FixedCodeLM":
+        """lm-eval's Python API with model_args as one string (`simple_evaluate(model="fixedcode",
+        model_args=...)`): as TemplateLM's, but a checkpoint path may hold commas."""
+        checkpoint, rest = split_checkpoint_arg(arg_string or "")
+        args = lm_utils.simple_parse_args_string(",".join(rest))
+        if checkpoint is not None:
+            args["checkpoint"] = checkpoint
+        return cls(**args, **{k: v for k, v in (additional_config or {}).items() if v is not None})
 
     # --- what TemplateLM and the evaluator ask of a model -----------------------------------
     @property

@@ -7,7 +7,9 @@ through hooks on Decoder's blocks). Two kinds of folders load:
 - any plain LlamaForCausalLM (e.g. SmolLM2): a learned-input Decoder with its table, q/k/v and
   gate/up fused the workbench way; a tied head becomes an untied copy (the same function).
 Anything the Decoder cannot compute exactly (biases, rope scaling, another activation) is refused
-by name rather than approximated.
+by name rather than approximated. `checkpoint_from_hf` gives such a folder the shape of a loaded
+workbench checkpoint (record/checkpoint.py's Checkpoint: the Decoder, its tokenizer.json, the configs
+it was rebuilt from), for the commands that read one (generate hf=).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 from ..build import build_model
 from ..errors import ConfigError
 from ..model import Decoder
+from ..record.checkpoint import TOKENIZER_FILE, Checkpoint
 from .export import EXPORT_META
 
 
@@ -118,3 +121,23 @@ def decoder_from_hf(folder: str | Path) -> tuple[Decoder, dict[str, Any], dict[s
         raise ConfigError("hf", f"{folder} does not map onto the workbench decoder (missing {missing[:3]}, "
                           f"unexpected {unexpected[:3]})", "use a Llama-architecture model")
     return model.eval(), model_cfg, input_cfg
+
+
+def checkpoint_from_hf(folder: str | Path) -> Checkpoint:
+    """A local HF folder as a loaded workbench checkpoint. The folder's end-of-sequence token is the
+    end-of-text token (our exports set bos = eos = the end-of-text token training documents end with)."""
+    from tokenizers import Tokenizer
+    from transformers.utils import CONFIG_NAME
+
+    folder = Path(folder)
+    model, model_cfg, input_cfg = decoder_from_hf(folder)
+    if not (folder / TOKENIZER_FILE).is_file():
+        raise ConfigError("hf", f"{folder} has no {TOKENIZER_FILE}", "use a model with a fast (tokenizers) tokenizer")
+    tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    hf_config = json.loads((folder / CONFIG_NAME).read_text())
+    eos = hf_config.get("eos_token_id")
+    eos = eos[0] if isinstance(eos, list) and eos else eos
+    eot_token = tokenizer.id_to_token(eos) if isinstance(eos, int) else None
+    config = {"model": model_cfg, "input": input_cfg, "data": {"eot_token": eot_token},
+              EXPORT_META: hf_config.get(EXPORT_META) or {}}
+    return Checkpoint(folder, model, tokenizer, config)

@@ -7,6 +7,7 @@
   * an official name without a mirror -> nothing written; lm-eval's own definition is used
     (which downloads from the Hugging Face Hub; `needs_official_index` tells the caller).
 YAMLs are generated at run time because they hold absolute paths (see mirror.py).
+`unknown_tasks` names the tasks that are none of these three (lm-eval's own index is read only then).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 
 from ...errors import ConfigError
 from .builtin import BUILTIN_TASKS, write_builtin_task
-from .mirror import MIRROR_TASKS, write_mirror_task
+from .mirror import MIRROR_TASKS, OFFICIAL_TASKS_DIR, write_mirror_task
 
-__all__ = ["BUILTIN_TASKS", "MIRROR_TASKS", "TaskFolder", "write_tasks"]
+__all__ = ["BUILTIN_TASKS", "MIRROR_TASKS", "TaskFolder", "unknown_tasks", "write_tasks"]
 
 
 @dataclass
@@ -50,7 +51,8 @@ def write_tasks(
         if task in BUILTIN_TASKS:
             if prepared_root is None:
                 raise ConfigError("eval.prepared_root", f"built-in task {task} needs the prepared data cache",
-                                  "pass the cache folder of the checkpoint's corpus (PreparedData.root)")
+                                  "pass eval.prepared_root=<the data cache folder of the model's corpus, "
+                                  "e.g. ~/.cache/fixedcode_study/shakespeare-<key>>")
             files += write_builtin_task(task, Path(prepared_root).resolve(), builtin_settings or {}, out_dir)
         elif data_dir is not None:
             if task not in MIRROR_TASKS:
@@ -60,3 +62,29 @@ def write_tasks(
         else:
             official = True
     return TaskFolder(out_dir, list(tasks), official, files)
+
+
+def unknown_tasks(tasks: Sequence[str]) -> list[str]:
+    """The names that are neither built-in, nor mirrored, nor one of lm-eval's own tasks, groups or tags.
+
+    lm-eval's index parses every task YAML it ships (most of lm-eval's start-up). Every name it knows is
+    spelled in one of the files of its tasks folder (a YAML or a file one includes; checked in
+    tests/test_model_sources.py), so a name no file spells is unknown without it (a plain text
+    scan, far quicker); the index decides the rest."""
+    rest = [t for t in tasks if t not in BUILTIN_TASKS and t not in MIRROR_TASKS]
+    if not rest:
+        return []
+    texts = official_task_texts()
+    spelled = {t for t in rest if any(t in text for text in texts)}
+    known: set[str] = set()
+    if spelled:
+        from lm_eval.tasks import TaskManager
+
+        known = set(TaskManager().all_tasks)
+    return [t for t in rest if t not in known]
+
+
+def official_task_texts() -> list[str]:
+    """The text of every file in lm-eval's tasks folder (YAMLs, the files they include, READMEs, code)."""
+    return [f.read_text(encoding="utf-8", errors="ignore") for f in OFFICIAL_TASKS_DIR.rglob("*")
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".jpg", ".png")]
