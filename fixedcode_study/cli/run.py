@@ -26,7 +26,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig
 
 from ..config import CONFIG_DIR
-from ..errors import ConfigError
+from ..errors import ConfigError, WriteFailed
 from ..console import job_console, say as tell, take_verbose_flag
 from ..record.jobdir import JobBusy, JobDir
 from ..spec import JobSpec
@@ -76,7 +76,7 @@ def main(cfg: DictConfig) -> JobResult:
         with job_console(log):
             outcome = run_job(JobSpec.from_cfg(cfg), job_dir, list(hc.overrides.task))
             return collect(_report(job_dir, outcome))  # inside: the result line goes to the log as well
-    except JobBusy as busy:
+    except (JobBusy, WriteFailed) as busy:  # each says it all in one line; exit 1
         say(f"[run] job {job_dir.name}: {busy}", err=True)
         result = collect(JobResult(str(job_dir), "failed", why=str(busy)))
         if not multirun:

@@ -6,6 +6,11 @@ is fsynced so the rename itself survives a crash. A reader therefore sees the pr
 the new one, never a torn file, also across a node crash and on network filesystems that honour
 fsync. Used for results.json, metrics.csv rewrites, checkpoints (files and folders), data caches,
 pre-tokenized shards, evaluation records and benchmark reports.
+
+A write that fails, for any reason (a full disk, a quota, Ctrl-C), removes its temporary file or
+folder before the error goes on, so a full disk does not stay full of half-written copies; one that
+found no room (errors.WriteFailed: ENOSPC, EDQUOT, EFBIG, EROFS) names the destination path.
+Written files get the mode a plain open() gives (0666 minus the umask), folders 0777 minus it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
+
+from ..errors import WriteFailed
 
 # mkstemp/mkdtemp create 0600/0700 entries; a record file must get the mode a plain open() would
 # (0666/0777 minus the umask), or a shared cache or pre-tokenized folder becomes unreadable to others.
@@ -79,23 +86,47 @@ def place(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
     _fsync_dir(final.parent)
 
 
+def discard(tmp: str | os.PathLike) -> None:
+    """Remove a temporary file or folder a write left; never raises, so the write's own error is
+    the one that is reported."""
+    tmp = Path(tmp)
+    try:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def named(err: BaseException, path: str | os.PathLike) -> BaseException:
+    """The error a failed write of `path` raises: a write that found no room names `path`
+    (WriteFailed); anything else goes on unchanged."""
+    return WriteFailed.of(err, path) or err
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -> Iterator[Any]:
     """`with atomic_file(p) as fh: fh.write(...)`: p holds all of it, or keeps its old content."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, FILE_MODE)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, mode, **open_kwargs) as fh:
+            os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would hide the file from other users
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        tmp = None
         _fsync_dir(path.parent)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except BaseException as err:
+        if tmp is not None:
+            discard(tmp)
+        failed = named(err, path)
+        if failed is not err:
+            raise failed from err
         raise
 
 
@@ -110,8 +141,8 @@ def atomic_dir(path: str | os.PathLike, keep_existing: bool = False) -> Iterator
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    os.chmod(tmp, DIR_MODE)
     try:
+        os.chmod(tmp, DIR_MODE)
         yield tmp
         if not keep_existing:
             place(tmp, path)
@@ -123,9 +154,14 @@ def atomic_dir(path: str | os.PathLike, keep_existing: bool = False) -> Iterator
                 if not path.exists():
                     raise
             _fsync_dir(path.parent)
+    except BaseException as err:
+        failed = named(err, path)
+        if failed is not err:
+            raise failed from err
+        raise
     finally:
         if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+            discard(tmp)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +27,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from ..build import build_model
-from ..errors import ConfigError
+from ..errors import ConfigError, WriteFailed
 from ..model import Decoder
-from .atomic import atomic_dir
+from .atomic import FILE_MODE, atomic_dir
 from .jobdir import WEIGHTS_FILE, JobDir
 
 FORMAT_VERSION = 1
@@ -51,11 +52,27 @@ def save_checkpoint(
     tokenizer_path: str | os.PathLike,
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write the checkpoint folder; `extra` adds top-level config.json keys (data, data_config, seed, ...)."""
+    """Write the checkpoint folder; `extra` adds top-level config.json keys (data, data_config, seed, ...).
+
+    A write that finds no room raises errors.WriteFailed naming the file (the half-written folder is
+    removed, an earlier checkpoint under `directory` stays). The weights get the mode every record
+    file has (0666 minus the umask): safetensors writes them 0600, unreadable to others sharing the folder.
+    """
     directory = Path(directory)
     with atomic_dir(directory) as tmp:
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-        save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format_version": str(FORMAT_VERSION)})
+        try:
+            save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format_version": str(FORMAT_VERSION)})
+        except SafetensorError as err:
+            # The library reports an OS error as text only ("I/O error: No space left on device
+            # (os error 28)"); its errno makes it the OSError it is, naming the file.
+            found = re.search(r"os error (\d+)|code: (\d+)", str(err))
+            if found is None:
+                raise
+            code, target = int(found.group(1) or found.group(2)), directory / WEIGHTS_FILE
+            raise WriteFailed.of(OSError(code, os.strerror(code)), target) or OSError(
+                code, os.strerror(code), str(target)) from err
+        os.chmod(tmp / WEIGHTS_FILE, FILE_MODE)
         config = {
             "format_version": FORMAT_VERSION,
             "model": _plain(model_cfg),

@@ -18,6 +18,8 @@ is plain Python so tests and other launchers can call it with a composed config 
      `eval_failed` (non-zero exit) when only the evaluation did not.
 
 SIGTERM/SIGUSR1/SIGUSR2 at any phase leave status `preempted` and exit 143 (training/resume.py).
+A write that finds no room (full disk, quota, file size limit, read-only filesystem) leaves status
+`failed` and raises errors.WriteFailed: one line naming the path and where a re-run resumes.
 Distributed runs execute this on every rank; only global rank 0 writes the record (results.json,
 config.yaml, metrics.csv, W&B; layout in record/jobdir.py).
 """
@@ -41,7 +43,7 @@ from ..accounting import flops_per_token, parameter_groups
 from ..build import build_decoder
 from ..data.batches import TokenDataModule
 from ..data.prepare import prepare
-from ..errors import ConfigError
+from ..errors import WRITE_REMEDIES, ConfigError, WriteFailed
 from ..record import atomic
 from ..record.checkpoint import save_checkpoint
 from ..record.fingerprint import differences
@@ -154,8 +156,30 @@ class Recorder:
         # Under ddp_spawn a preempted worker reaches us as torch's ProcessExitedException carrying
         # the preemption exit status: it is still a preemption (checkpoint written), not a failure.
         preempted = isinstance(err, Preempted) or getattr(err, "exit_code", None) == PREEMPT_EXIT_CODE
-        self.write(status=PREEMPTED if preempted else FAILED, error=f"{type(err).__name__}: {err}".splitlines()[0],
-                   finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        try:
+            self.write(status=PREEMPTED if preempted else FAILED, error=f"{type(err).__name__}: {err}".splitlines()[0],
+                       finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        except WriteFailed:
+            pass  # the disk is still full: the job's own error (about to be raised) says so
+
+
+def _write_failure(err: BaseException, job: JobDir) -> WriteFailed | None:
+    """A write that found no room, as the one line the job records and the terminal shows: the path,
+    the reason, and what a re-run after the fix does. None for any other error."""
+    if not isinstance(err, OSError) or err.errno not in WRITE_REMEDIES:
+        return None
+    path = err.filename or job.path  # a bare OSError (an append to metrics.csv): the job directory
+    if job.is_trained():
+        again = "re-run to finish its record"
+    else:
+        resume = job.resume_point()
+        try:
+            step = checkpoint_step(resume) if resume is not None else None
+        except Exception:  # noqa: BLE001 - an unreadable last.ckpt: the re-run will say so itself
+            step = None
+        again = (f"re-run to resume from step {step}" if step is not None
+                 else "re-run (no checkpoint was saved: it starts from step 0)")
+    return WriteFailed(err.errno, path, f"{WRITE_REMEDIES[err.errno]} and {again}")
 
 
 @contextmanager
@@ -290,7 +314,10 @@ def _finish_trained(spec: JobSpec, job: JobDir, record: dict[str, Any]) -> JobOu
         rec.write(status=_eval_status(rec.record), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         return JobOutcome("evaluated" if wanted else "trained", rec.record)
     except BaseException as err:
-        rec.stopped(err)
+        failed = _write_failure(err, job)
+        rec.stopped(failed or err)
+        if failed is not None:
+            raise failed from err
         raise
     finally:
         rec.close()
@@ -419,7 +446,12 @@ def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, cu
             rec.write(status=_eval_status(rec.record), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         return rec.record
     except BaseException as err:
-        rec.stopped(err)
+        # A failed save removed its temporary file first (record/atomic.py, resume.py), so the
+        # disk has room again for the record that says `failed`.
+        failed = _write_failure(err, job)
+        rec.stopped(failed or err)
+        if failed is not None:
+            raise failed from err
         if getattr(err, "exit_code", None) == PREEMPT_EXIT_CODE and not isinstance(err, Preempted):
             raise SystemExit(PREEMPT_EXIT_CODE) from err  # stop the sweep too: the allocation is going
         raise

@@ -3,7 +3,9 @@
 Where they go is the job directory's business (record/jobdir.py: last.ckpt, which re-running the
 job resumes from, and step-XXXXXXX.ckpt snapshots every `checkpoint.keep_every_steps` steps).
 Every file is written to a temporary name and renamed into place (record/atomic.py), so a kill
-during a save leaves the previous checkpoint intact.
+during a save leaves the previous checkpoint intact. A save that fails (a full disk, a quota, any
+error) removes its temporary file before the error goes on, and one that found no room raises
+errors.WriteFailed naming the checkpoint (the job records it as one line, training/job.py).
 
 Checkpoints are taken *between* optimizer steps (at the first micro-batch of the next step, after
 that step's logging and validation), so a resumed run replays nothing and skips nothing. Besides
@@ -27,9 +29,9 @@ settings never resumes it silently (`checkpoint_fingerprint`).
 from __future__ import annotations
 
 import csv
+import io
 import os
 import random
-import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from ..record import atomic
 from ..record.jobdir import JobDir
@@ -221,6 +224,27 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss_next))
 
 
+class DirectCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer without its detour through the system temp folder.
+
+    TorchCheckpointIO saves through an fsspec transaction, which writes the whole file to
+    tempfile.mkstemp()'s folder (/tmp) and then copies it across filesystems to the path: on a full
+    job disk the copy fails half-way (a partial file beside last.ckpt, an orphan in /tmp). Here the
+    checkpoint is serialized in memory as Lightning does and written straight to the path
+    `ResumableCheckpoint.save` gives, which is already a temporary name; closing the file inside
+    makes a failed write raise here, with its errno. Loading is Lightning's.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        if storage_options is not None:
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(buffer.getbuffer())
+
+
 class ResumableCheckpoint(L.Callback):
     """Writes last.ckpt every `every_steps` optimizer steps and on preemption; restores the rest.
 
@@ -264,6 +288,11 @@ class ResumableCheckpoint(L.Callback):
         return self._preempt_signum
 
     # -- saving ----------------------------------------------------------------------------------
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        # Only Lightning's default writer is replaced: a writer the trainer config chose stays.
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = DirectCheckpointIO()
+
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
         if batch_idx % self.grad_accum:
             return  # inside an accumulation window: accumulated gradients are not checkpointed
@@ -289,15 +318,25 @@ class ResumableCheckpoint(L.Callback):
         tmp = JobDir.partial(path)
         if trainer.is_global_zero:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if tmp.is_dir():
-                shutil.rmtree(tmp)
+            atomic.discard(tmp)  # a save cut short by a kill: its room is needed for this one
         trainer.strategy.barrier("checkpoint_tmp")
-        trainer.save_checkpoint(tmp, weights_only=False)
-        trainer.strategy.barrier("checkpoint_written")
-        if trainer.is_global_zero:
-            atomic.place(tmp, path)
+        try:
+            trainer.save_checkpoint(tmp, weights_only=False)
+            trainer.strategy.barrier("checkpoint_written")
+            if trainer.is_global_zero:
+                atomic.place(tmp, path)
+        except BaseException as err:
+            # The previous checkpoint is untouched; the partial one goes, or a full disk stays full
+            # (and the job could not even record that it failed).
+            if trainer.is_global_zero:
+                atomic.discard(tmp)
+            failed = atomic.named(err, path)
+            if failed is not err:
+                raise failed from err
+            raise
+        finally:
+            self._rng_for_save = None
         trainer.strategy.barrier("checkpoint_placed")
-        self._rng_for_save = None
         if trainer.is_global_zero and path == self.job.last_checkpoint and self.after_save is not None:
             self.after_save(trainer.global_step)
 
