@@ -79,7 +79,10 @@ def test_verbose_brings_the_noise_back(outside):
 
 
 def test_verbose_flag_is_taken_off_the_command_line(monkeypatch):
-    monkeypatch.delenv(VERBOSE_ENV, raising=False)
+    # setenv first, so monkeypatch records the variable and removes what take_verbose_flag sets (a bare
+    # delenv of an absent variable records nothing: every later test ran verbose)
+    monkeypatch.setenv(VERBOSE_ENV, "0")
+    monkeypatch.delenv(VERBOSE_ENV)
     assert take_verbose_flag(["-m", "seed=1"]) == ["-m", "seed=1"] and VERBOSE_ENV not in os.environ
     assert take_verbose_flag(["-m", "--verbose", "seed=1", "-v"]) == ["-m", "seed=1"]
     assert os.environ[VERBOSE_ENV] == "1"
