@@ -69,7 +69,7 @@ def test_basic_launcher_names_and_summarises_the_same_jobs_alike(sweep, tmp_path
     proc = run_cli(["-m", "seed=1,2", "train.global_batch_tokens=1000", *SMALL, f"out_root={tmp_path}",
                     "hydra/launcher=basic"], cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "[run] summary: 0 ran, 0 skipped as complete, 2 failed" in proc.stdout
+    assert "[run] summary: 0 trained, 0 skipped as complete, 2 failed" in proc.stdout
     basic = {p.name for p in (tmp_path / "multirun" / "main").iterdir() if (p / ".hydra").is_dir()}
     assert basic == {p.name for p in root.iterdir() if "global_batch_tokens=1000" in p.name}
     assert proc.stderr.split("[run] 2 job(s) failed:")[-1].count("is not a positive multiple") == 2
@@ -77,7 +77,7 @@ def test_basic_launcher_names_and_summarises_the_same_jobs_alike(sweep, tmp_path
 
 def test_summary_counts_every_job_and_names_the_failed_ones(sweep):
     _, proc = sweep
-    assert "[run] summary: 2 ran, 0 skipped as complete, 2 failed" in proc.stdout
+    assert "[run] summary: 2 trained, 0 skipped as complete, 2 failed" in proc.stdout
     failed = proc.stderr.split("[run] 2 job(s) failed:")[-1]
     assert failed.count("train.global_batch_tokens: 1000 is not a positive multiple") == 2, proc.stderr[-2000:]
     assert failed.count("train.global_batch_tokens=1000") == 2
@@ -215,7 +215,7 @@ def test_sigterm_and_kill9_of_the_sweep_leave_preempted_jobs_that_a_rerun_resume
     # 3. the same command resumes both from last.ckpt and runs the third
     final = cli(args, cwd=tmp_path)
     assert final.returncode == 0, final.stderr[-3000:]
-    assert "[run] summary: 3 ran, 0 skipped as complete, 0 failed" in final.stdout
+    assert "[run] summary: 3 trained, 0 skipped as complete, 0 failed" in final.stdout
     done = records()
     assert len(done) == 3 and all(r["status"] == "completed" for r in done.values())
     for name, res in done.items():

@@ -268,3 +268,28 @@ def test_analysis_counts_a_job_and_its_reuse_once(studies):
     assert study.jobs.set_index("sweep").loc["b", "reused_from"] == str(studies["source"].path.resolve())
     alone = load_run_dirs([root / "b"])
     assert any("reuses a completed job" in note for note in alone.notes)
+
+
+def _wandb_config(job: JobDir, run_id: str) -> dict:
+    """The run config W&B holds for `run_id` (every attempt's config records, the last value wins)."""
+    from fixedcode_study.training.loggers import wandb_records
+
+    config: dict = {}
+    for record in wandb_records(job.wandb_dir, run_id):  # `wandb leet inspect --json`: decoded values
+        update = (record.get(record.get("type")) or {}).get("config", {}).get("update") \
+            if record.get("type") == "run" else (record.get("config") or {}).get("update")
+        config.update(update or {})
+    return config
+
+
+def test_evaluating_a_finished_job_puts_its_eval_settings_in_the_record_and_the_wandb_config(studies):
+    cfg, job = job_in(studies["root"], "we", ("logger=wandb",))
+    assert run_job(cfg, job.path).action == "reused" and results(job)["config"]["eval"]["name"] == "none"
+    cfg, _ = job_in(studies["root"], "we", ("logger=wandb", "eval=builtin", "eval.limit=4", "eval.bootstrap_iters=0"))
+    outcome = run_job(cfg, job.path)
+    assert outcome.action == "evaluated" and outcome.record["status"] == "completed"
+    rec = results(job)
+    assert rec["config"]["eval"]["name"] == "builtin" and rec["config"]["eval"]["limit"] == 4
+    assert rec["eval"]["settings"]["limit"] == 4  # the record's config and its eval say the same
+    wandb_config = _wandb_config(job, rec["wandb_id"])
+    assert wandb_config["eval"] == rec["config"]["eval"]  # W&B shows what results.json says

@@ -49,6 +49,6 @@ def test_rerun_of_partial_sweep_runs_exactly_the_missing_jobs(tmp_path):
     assert ran["status"] == "completed" and ran["steps"] == 4 and ran["plan"]["grad_accum"] == 2
     assert "train.global_batch_tokens: 1000 is not a positive multiple" in again.stderr
     assert "1 job(s) were already complete and skipped" in again.stdout
-    assert "summary: 1 ran, 1 skipped as complete, 1 failed" in again.stdout
+    assert "summary: 1 trained, 1 skipped as complete, 1 failed" in again.stdout
     assert "train.global_batch_tokens=1000" in again.stderr.split("job(s) failed:")[-1]
 

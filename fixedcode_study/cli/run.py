@@ -104,13 +104,13 @@ def cli() -> None:
     check(sys.argv[1:], __doc__)  # a bad option or override: one line, exit 2
     main()
     failed = [r for r in RESULTS if r.failed]
-    skipped, reused, ran = ([r for r in RESULTS if r.action in actions and not r.failed]
-                            for actions in (("skipped",), ("reused",), ("trained", "evaluated")))
-    if skipped:
-        say(f"[run] {len(skipped)} job(s) were already complete and skipped")
-    if len(ran) + len(reused) + len(skipped) + len(failed) > 1:
-        say(f"[run] summary: {len(ran)} ran, " + (f"{len(reused)} reused, " if reused else "")
-            + f"{len(skipped)} skipped as complete, {len(failed)} failed")
+    n = {a: sum(r.action == a and not r.failed for r in RESULTS) for a in ("skipped", "reused", "trained", "evaluated")}
+    if n["skipped"]:
+        say(f"[run] {n['skipped']} job(s) were already complete and skipped")
+    if sum(n.values()) + len(failed) > 1:  # an evaluation of a trained job is not called training
+        say(f"[run] summary: {n['trained']} trained, " + "".join(f"{n[a]} {what}, " for a, what in (
+            ("evaluated", "evaluated only (already trained)"), ("reused", "reused")) if n[a])
+            + f"{n['skipped']} skipped as complete, {len(failed)} failed")
     if failed:
         say("\n".join([f"[run] {len(failed)} job(s) failed:", *(f"  {r.job_dir}: {r.why}" for r in failed)]), err=True)
         sys.exit(1)

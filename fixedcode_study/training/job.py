@@ -300,8 +300,10 @@ def _finish_trained(spec: JobSpec, job: JobDir, record: dict[str, Any]) -> JobOu
     rec.write(status=RUNNING, error=None)
     attempt_header(f"job {job.name}: already trained; " + ("evaluating" if wanted else "finishing its record"))
     try:
+        if wanted:  # the evaluation asked for now: the record's config (and W&B's) says what ran
+            rec.record["config"] = {**(record.get("config") or {}), "eval": spec.record_config().get("eval")}
         # The run config as training gives it (a reused job opens a new W&B run here).
-        rec.open_mirror(spec, {**(record.get("config") or {}), "input_props": record.get("input_props"),
+        rec.open_mirror(spec, {**(rec.record.get("config") or {}), "input_props": record.get("input_props"),
                               "params": record.get("params"), "fingerprint": (record.get("fingerprint") or {}).get("sha")})
         rec.sync_history()  # a stop between the final save and the end left curves unsent
         if wanted:
