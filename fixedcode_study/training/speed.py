@@ -22,8 +22,9 @@ each setting resolves to is decided with the job's spec, spec/runtime.py; this m
             the job's wall and train time) costs more than it saves. What auto resolved to is part
             of the fingerprint (`plan.compile`): compiled kernels fuse differently and change the
             last bits, so a compiled and an eager job never pass for each other.
-            The whole decoder is compiled on one device (the head and norms fuse too); under FSDP
-            each block is (the unit FSDP gathers). The loss is a compiled function of its own:
+            The whole decoder but its input layer is compiled on one device (the head and norms
+            fuse too; the input stays eager, see compile_model); under FSDP each block is (the unit
+            FSDP gathers). The loss is a compiled function of its own:
             the (B*T, V) log-softmax is the biggest elementwise op of a small model's step, and
             compiled it fuses into one pass.
 
@@ -56,12 +57,19 @@ def apply_threads(threads: int) -> int:
 
 
 def compile_model(model: torch.nn.Module, per_block: bool) -> None:
-    """Compile in place (state_dict keys unchanged): the whole model, or each decoder block."""
+    """Compile in place (state_dict keys unchanged): the whole model but its input layer, or each
+    decoder block."""
     torch._dynamo.reset()  # a fresh cache per job: see the module docstring
     if per_block:
         for block in model.blocks:
             block.compile()
     else:
+        # The input layer stays eager (a graph break before the blocks). Compiled, a learned table's
+        # backward was fused into a C++ kernel that adds the (V, d) gradient with atomic adds across
+        # OpenMP threads, so two runs of one job at 2+ threads differed in the last bits (issue 26);
+        # eager, the embedding backward is deterministic. Every input is treated alike, so the arms
+        # keep the same compiled body; a fixed code's numbers are unchanged by it (measured).
+        model.input.forward = torch.compiler.disable(model.input.forward)
         model.compile()
 
 
