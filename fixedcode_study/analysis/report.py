@@ -85,8 +85,10 @@ METHODS = f"""\
 - **Matrix vs seed variance** (GF(2) matrix seeds crossed with run seeds): a two-way random-effects model
   y = μ + matrix + seed + residual, estimated by ANOVA mean squares (σ²_matrix = (MS_matrix − MS_residual)/J,
   σ²_seed = (MS_seed − MS_residual)/I, σ²_residual = MS_residual, negative estimates set to 0), with F tests of
-  "no matrix effect" / "no seed effect" and 95% intervals from a bootstrap that resamples matrices and seeds
-  independently (conservative). The residual holds the matrix × seed interaction, which one run per cell cannot
+  "no matrix effect" / "no seed effect" and 95% intervals: exact chi-square for σ²_residual, generalized confidence
+  intervals (chi-square pivots of the mean squares; Hamada & Weerahandi 2000) for σ²_matrix, σ²_seed and the
+  shares. Simulated under this model at 5 × 3 and 10 × 3 they cover 95–97% (at least 94% over 30 grid sizes and
+  variance settings). The residual holds the matrix × seed interaction, which one run per cell cannot
   separate from noise.
 - Only jobs with status "completed" and finite final val_ppl and val_bpb enter tables and figures; every other
   job is listed under *Excluded jobs*. Every table value traces to run directories via the `runs` column of
