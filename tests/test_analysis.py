@@ -291,6 +291,14 @@ def test_report_md_ties_everything_together(main_report):
     assert "| cpu_tiny | gf2 | 1, 2, 3 | 3 | no |" in report
     for name in ("main_results", "eval_results", "comparisons"):
         assert (out / "tables" / f"{name}.md").read_text() in report  # embedded, not just linked
+    # the Findings follow the comparisons: one line per row, each in its own verdict's words
+    findings = report.split("## Findings\n")[1].split("\n## ")[0]
+    assert report.index("## Comparisons") < report.index("## Findings") < report.index("## Parameter accounting")
+    assert "6 rows: 1 worse, 3 better, 2 inconclusive." in findings
+    assert "- **binary16 − learned**, val bpb ↓: binary16 is *worse* than learned; Δ = +0.050" in findings
+    assert ("- **gf2 − learned**, val bpb ↓: *inconclusive*: neither a difference (Holm p = 0.770) nor equivalence "
+            "within ±0.01") in findings
+    assert "Seeds needed: not computed, the runs are not paired" in findings  # these helper runs are Welch
     for stem in ("val_ppl_vs_tokens", "train_loss", "gap_vs_tokens", "eval_metrics"):
         assert f"](figures/{stem}.png)" in report and f"](figures/{stem}.pdf)" in report
     assert "min–max over seeds" in report and "alpha = 0.1" in report

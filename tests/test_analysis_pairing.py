@@ -100,7 +100,15 @@ def test_crn_study_uses_paired_tests_that_match_scipy(crn_report):
                           [fx.crn_bpb("learned", s) for s in fx.CRN_SEEDS], equal_var=False)
     assert diffs.loc[1, "p_value"] < welch.pvalue / 100
     verdicts = md_rows(out / "tables" / "comparisons.md")
-    assert [r[-1] for r in verdicts] == ["worse", "worse", "equivalent"]  # gf2 − binary16: +0.002 within ±0.01
+    assert [r[11] for r in verdicts] == ["worse", "worse", "equivalent"]  # gf2 − binary16: +0.002 within ±0.01
+    assert [r[12] for r in verdicts] == ["", "", ""]  # seeds needed: only for inconclusive rows
+    # the Findings come right after the comparisons, one sentence per row, in its verdict's words
+    report = (out / "report.md").read_text()
+    findings = report.split("## Findings\n")[1].split("\n## ")[0]
+    assert report.index("## Comparisons") < report.index("## Findings") < report.index("## Parameter accounting")
+    assert "- **binary16 − learned**, val bpb ↓: binary16 is *worse* than learned" in findings
+    assert "- **gf2 − binary16**, val bpb ↓: gf2 and binary16 are *equivalent* within ±0.01" in findings
+    assert "3 rows: 2 worse, 1 equivalent." in findings and "Seeds that would settle" not in findings
 
 
 def test_same_numbers_without_the_crn_record_fall_back_to_welch(tmp_path):
@@ -139,7 +147,13 @@ def test_baseline_and_pairs_options(crn_report, tmp_path):
     rows = md_rows(out / "tables" / "comparisons.md")
     # vs baseline binary16 (gf2 − binary16 once, not repeated by the fixed-code rule), then the requested pair
     assert [r[0] for r in rows] == ["learned − binary16", "gf2 − binary16", "learned − gf2"]
-    assert rows[1][9] == "±0.001" and rows[1][-1] == "inconclusive"  # a margin below the 0.002 gap
+    assert rows[1][9] == "±0.001" and rows[1][11] == "inconclusive"  # a margin below the 0.002 gap
+    # |Δ| ≥ margin: no number of seeds shows equivalence; a difference would need this many seed pairs
+    diffs = pd.read_csv(out / "tables" / "comparisons.csv")
+    need = int(diffs.loc[1, "seeds_for_difference"])
+    assert rows[1][12] == f"{need:,} / — (Δ outside the margin)" and need > 4
+    findings = (out / "report.md").read_text().split("## Findings\n")[1].split("\n## ")[0]
+    assert "*inconclusive*: neither a difference (Holm p = " in findings and f"{need:,} to show Δ ≠ 0" in findings
     assert "variant minus baseline (binary16)" in (out / "report.md").read_text()  # the gap figure follows --baseline
 
 

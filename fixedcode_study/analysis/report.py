@@ -28,9 +28,11 @@ from .tables.reference import reference_table
 from .read.samples import load_samples, samples_section
 from .tables.render import Table, to_markdown, write_table
 from .stats.core import CONFIDENCE, summarize
+from .stats.power import POWER
 from .tables.code import code_table, constant_bit_warnings
 from .tables.compare import comparison_table, compute
 from .tables.eval import eval_table
+from .tables.findings import findings_lines
 from .tables.probes import probe_tables
 from .tables.tuned import tuned_grid_table
 from .tables.variance import variance_table
@@ -76,6 +78,14 @@ METHODS = f"""\
   direction; *inconclusive* when neither test is significant: these runs can tell neither a difference nor an
   equivalence, so more seeds are needed. A CI that contains 0 is not by itself evidence of no difference, so
   it never earns a verdict of its own.
+- **Findings** are written by the analysis from the verdicts, one sentence per comparison row, in words its
+  verdict allows (an inconclusive row is never called better, worse or equivalent), with the numbers it rests on.
+- **Seeds needed** (inconclusive paired rows): the number of seed pairs for {POWER:.0%} power, taking the observed Δ
+  and sd of the paired differences as the truth: to show Δ ≠ 0 with the two-sided paired t-test (noncentral t, as
+  statsmodels' `TTestPower`), and to show equivalence within the margin by TOST (exact power under normality by
+  numerical integration over the sd). Each is solved at α/m, m the size of its Holm family in this table, which
+  Holm rejects whatever the other rows do; the CSV also has the numbers at α alone. None when no n can (Δ = 0,
+  |Δ| ≥ margin) or the row is not paired. With three seeds the sd is itself uncertain, so these are orders of magnitude.
 - **Tuned arms** (studies where runs differ in optim.lr or warm-up): per arm, the learning rate with the lowest
   mean final val_loss_select over seeds is chosen, and the arms are compared, with everything above, on the
   other half of the validation windows: val_bpb_report when recorded, else val_loss_report (one of them only, as
@@ -128,6 +138,7 @@ class Built:
     tuned_grid: object = None
     probes: ProbeData | None = None      # representation probes of the included jobs (fixedcode_study.analysis.read.probes)
     samples: list = field(default_factory=list)  # fresh samples.json per variant (fixedcode_study.analysis.read.samples)
+    findings: list[str] = field(default_factory=list)  # the Findings section, from the comparison verdicts
 
 
 def comparison_decimals(study, finals: list[str]) -> dict[str, int]:
@@ -158,8 +169,9 @@ def build_tables(study, options: ReportOptions) -> Built:
         built.notes += notes
         lead = ("Tuned arms, each at its chosen setting (see the tuning grid), compared on the held-out half. "
                 if built.tuned_grid is not None else "")
-        made["comparisons"] = comparison_table(built.compared, diffs, comparison_decimals(built.compared, finals),
-                                               lead=lead)
+        decimals = comparison_decimals(built.compared, finals)
+        made["comparisons"] = comparison_table(built.compared, diffs, decimals, lead=lead)
+        built.findings = findings_lines(diffs, decimals)
         variance, notes = variance_table(study)
         built.notes += notes
         if variance is not None:
@@ -304,6 +316,8 @@ def report_markdown(study, built: Built, made: list[FigureFile], options: Report
     for name, title in TITLES.items():
         if name in built.tables:
             lines += _section(title, built.tables[name])
+        if name == "comparisons" and built.findings:   # readings right under the table they come from
+            lines += ["## Findings", "", *built.findings, ""]
     lines += probe_section(built, made)
     lines += samples_section(built.samples)
     lines += ["## Figures", ""]

@@ -4,6 +4,7 @@ core.py         seed summaries, paired and Welch t, effect sizes, Holm
 pairing.py      which runs pair (seed + common random numbers) and hence which test applies
 equivalence.py  margins, TOST and the verdict of a comparison
 comparisons.py  which arms are compared with which (the Holm family)
+power.py        seed pairs for 80% power: paired t and TOST sample sizes
 variance.py     GF(2) matrix vs run-seed variance components; tuning.py: best learning rate per arm
 metrics.py      a metric's better direction and test scale; grouping.py: comparison contexts
 """

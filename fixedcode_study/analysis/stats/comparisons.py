@@ -8,7 +8,8 @@ A pair already in the list (in either order) is not repeated. Names match a vari
 exactly ("gf2 (code_width=24)") or an input name ("gf2": its plain variant, else its first).
 
 Holm-Bonferroni runs across every comparison row in one table (all contexts, pairs and metrics)
-for the tests of difference, and separately across the same rows for the TOST p-values.
+for the tests of difference, and separately across the same rows for the TOST p-values. Each
+paired row also gets the seed pairs that would give 80% power at its observed Δ and sd (power.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pandas as pd
 from .equivalence import ALPHA, Margins, tost_p, verdict
 from .metrics import on_log_scale, to_scale
 from .pairing import compare_arms, n_label, test_label
+from .power import seeds_columns
 from .core import CONFIDENCE, holm
 
 DEFAULT_BASELINE = "learned"
@@ -135,4 +137,5 @@ def compare(points: pd.DataFrame, context: list[str], plan: Plan, metrics: list[
     table["verdict"] = [
         verdict(cmp, r.metric, r.p_holm, r.tost_p_holm, None if math.isnan(r.margin) else r.margin, alpha)
         for cmp, r in zip(comparisons, table.itertuples(index=False), strict=True)]
-    return table
+    # Seed pairs for 80% power at the observed Δ and sd, at α/m of the same Holm families (power.py)
+    return pd.concat([table, seeds_columns(table, alpha)], axis=1)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from . import numfmt
 from ..stats.comparisons import DEFAULT_BASELINE, Plan, compare
-from ..stats.equivalence import ALPHA, Margins
+from ..stats.equivalence import ALPHA, INCONCLUSIVE, Margins
 from ..errors import AnalysisError
 from ..stats.grouping import (
     COMPARED_FINAL,
@@ -32,7 +32,7 @@ def _sort(diffs: pd.DataFrame, study) -> pd.DataFrame:
             .sort_values(keys, kind="stable").drop(columns="_model_rank"))
 
 
-def _delta_cells(row, decimals: int) -> tuple[str, str]:
+def delta_cells(row, decimals: int) -> tuple[str, str]:
     if row.scale == "log":  # a difference of logs, shown as the % change of the geometric mean
         pct = [percent_change(v) if math.isfinite(v) else math.nan for v in (row.delta, row.ci_low, row.ci_high)]
         width = abs(pct[2] - pct[1]) if all(map(math.isfinite, pct)) else math.nan
@@ -50,6 +50,32 @@ def _effect_cell(row) -> str:
     ci = ("" if not (math.isfinite(row.effect_low) and math.isfinite(row.effect_high))
           else f" [{row.effect_low:.2f}, {row.effect_high:.2f}]")
     return f"{row.effect_name} = {row.effect:.2f}{ci}"
+
+
+def _count(value, note) -> str:
+    """A seeds-needed number, or '—' with the reason it is not reachable or not given (power.py)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        value = math.nan
+    if math.isfinite(value):
+        return f"{round(value):,}"
+    note = note if isinstance(note, str) and note else ""
+    return f"— ({note})" if note else "—"
+
+
+def seeds_cells(row) -> tuple[str, str]:
+    """(difference, equivalence): seed pairs for 80% power at the observed Δ and sd, Holm-safe α/m."""
+    return (_count(row.seeds_for_difference, row.seeds_for_difference_note),
+            _count(row.seeds_for_equivalence, row.seeds_for_equivalence_note))
+
+
+def seeds_cell(row) -> str:
+    """The table cell: filled for inconclusive rows only, the rows more seeds would settle."""
+    if row.verdict != INCONCLUSIVE:
+        return ""
+    diff, equiv = seeds_cells(row)
+    return diff if diff == equiv else f"{diff} / {equiv}"
 
 
 def compute(study, plan: Plan, margins: Margins, finals: list[str] = COMPARED_FINAL,
@@ -83,15 +109,16 @@ def comparison_table(study, diffs: pd.DataFrame, decimals: dict[str, int], name:
                      lead: str = "") -> Table:
     shown = shown_context(study.jobs)
     columns = shown + ["comparison (a − b)", "metric", "test", "n", "Δ", "95% CI of Δ", "effect [95% CI]",
-                       "p", "Holm p", "margin", "TOST Holm p", "verdict"]
+                       "p", "Holm p", "margin", "TOST Holm p", "verdict",
+                       "seeds for 80% power (Δ ≠ 0 / equivalence)"]
     rows = []
     for d in diffs.itertuples(index=False):
         dd = decimals.get(d.metric, 3)
-        delta, ci = _delta_cells(d, dd)
+        delta, ci = delta_cells(d, dd)
         rows.append([str(getattr(d, c)) for c in shown] + [
             d.comparison, metric_title(d.metric), d.test_label, d.n, delta, ci, _effect_cell(d),
             numfmt.p_value(d.p_value), numfmt.p_value(d.p_holm), d.margin_label, numfmt.p_value(d.tost_p_holm),
-            d.verdict])
+            d.verdict, seeds_cell(d)])
     n_tests = int(np.isfinite(diffs["p_value"]).sum()) if not diffs.empty else 0
     n_tost = int(np.isfinite(diffs["tost_p"]).sum()) if not diffs.empty else 0
     caption = (lead + "Each row is arm a minus arm b on one metric. Test: paired t over seed pairs when the runs "
@@ -102,7 +129,11 @@ def comparison_table(study, diffs: pd.DataFrame, decimals: dict[str, int], name:
                f"noncentral t. Holm p: adjusted over the {n_tests} tests of Δ = 0 in this table; TOST Holm p: "
                f"equivalence within ±margin, adjusted over the {n_tost} rows with a margin. Verdict at "
                f"α = {ALPHA} on the Holm p's: better/worse (Δ ≠ 0, not within the margin), equivalent (within "
-               "the margin), inconclusive (neither); see Methods.")
-    numeric = set(range(len(shown) + 3, len(shown) + 11)) - {len(shown) + 9}
+               "the margin), inconclusive (neither); see Methods. Seeds for 80% power (inconclusive rows only): "
+               "the number of seed pairs a paired study would need for 80% power to show Δ ≠ 0, and to show "
+               "equivalence within the margin by TOST, if the observed Δ and sd of the paired differences were "
+               "the truth, each at α/m of its Holm family (enough for Holm whatever the other rows do); "
+               "— when no number of seeds can (Δ = 0; Δ outside the margin) or the row is not paired.")
+    numeric = (set(range(len(shown) + 3, len(shown) + 11)) - {len(shown) + 9}) | {len(shown) + 12}
     data = diffs.drop(columns=[c for c in ("variant_order",) if c in diffs])
     return Table(name, caption, columns, rows, data, set(), numeric)
