@@ -26,6 +26,11 @@ def test_ddp_two_processes_match_single_process_with_same_global_batch(tmp_path,
     for (step, _, metric, value), (_, _, _, ref_value) in zip(rows, ref_rows):
         assert math.isclose(float(value), float(ref_value), rel_tol=2e-4), (step, metric, value, ref_value)
     assert math.isclose(ddp["final"]["val_loss"], ref["final"]["val_loss"], rel_tol=2e-4)
+    # The loss breakdown's own collective: each rank's windows add up to the same buckets.
+    for name, b in ddp["val_breakdown"]["breakdowns"].items():
+        r = ref["val_breakdown"]["breakdowns"][name]
+        assert (b["tokens"], b["bytes"]) == (r["tokens"], r["bytes"]), name
+        assert all(math.isclose(x, y, rel_tol=2e-4) for x, y in zip(b["nats"], r["nats"], strict=True)), name
 
     # Rank 1 re-ran the command but wrote nothing of its own: one W&B run, no duplicated rows.
     assert len(list((job / "wandb").glob("offline-run-*"))) == 1

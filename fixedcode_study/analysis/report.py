@@ -29,6 +29,9 @@ from .read.samples import load_samples, samples_section
 from .tables.render import Table, to_markdown, write_table
 from .stats.core import CONFIDENCE, summarize
 from .stats.power import POWER
+from .tables.breakdown import PREFIX as BREAKDOWN_PREFIX, TITLES as BREAKDOWN_TITLES, breakdown_tables
+from .tables.breakdown import title as breakdown_title
+from .figures.breakdown import STEM as BREAKDOWN_FIGURE, breakdown_figure
 from .tables.code import code_table, constant_bit_warnings
 from .tables.compare import comparison_table, compute
 from .tables.eval import eval_table
@@ -181,6 +184,7 @@ def build_tables(study, options: ReportOptions) -> Built:
             made["code_properties"] = codes
         built.warnings = constant_bit_warnings(study)
         made["params"] = tables.params_table(study)
+        add_breakdown_tables(built, options)
         built.notes += tables.table_notes(built.compared, options.baseline)
         built.probes = load_probes(study)
         built.notes += built.probes.notes
@@ -206,6 +210,7 @@ def build_figures(study, built: Built, fig_dir: Path, options: ReportOptions) ->
             made.append(figures_tuned.tuned_lr_figure(study, built.tuned_grid, fig_dir))
         if built.probes is not None:
             made += probe_figures(study, built.probes, fig_dir)
+        made.append(breakdown_figure(breakdown_rows(built), fig_dir))
     return [f for f in made if f is not None]
 
 
@@ -265,6 +270,43 @@ def _sample_line(sample: dict, runs: list[str], several: bool) -> str:
     return text + (f" (jobs: {len(runs)}, sample {str(sample.get('windows_sha'))[:12]})" if several else "") + "."
 
 
+def add_breakdown_tables(built: Built, options: ReportOptions) -> None:
+    """The loss breakdown tables of the compared study (tables/breakdown.py), at the val-loss margin."""
+    margin = options.margins.for_metric("val_loss")
+    made, _, notes = breakdown_tables(built.compared, options.plan, margin.on_scale if margin else DEFAULT_LOSS_MARGIN)
+    built.tables.update(made)
+    built.notes += notes
+
+
+def breakdown_rows(built: Built):
+    import pandas as pd
+
+    parts = [t.data for name, t in built.tables.items() if name.startswith(BREAKDOWN_PREFIX)]
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def breakdown_section(built: Built, made: list[FigureFile]) -> list[str]:
+    """Where the gap lives: the loss breakdown tables and figure; [] when no job recorded a breakdown."""
+    names = [n for n in built.tables if n.startswith(BREAKDOWN_PREFIX)]
+    if not names:
+        return []
+    numbers = {fig.stem: i for i, fig in enumerate(made, start=1)}
+    figure = f" Figure {numbers[BREAKDOWN_FIGURE]} plots the gaps." if BREAKDOWN_FIGURE in numbers else ""
+    lines = ["## Where the gap lives (loss breakdown)", "",
+             "At its final validation every job adds up its loss (nats), tokens and bytes per bucket of each "
+             "breakdown (results.json `val_breakdown`, with the buckets' edges): the target token's count in the "
+             "training split (log2 buckets, 0 = never seen), the input token's binary16 code weight (popcount of "
+             "its id: every arm, on the same tokens), its weight under the arm's own fixed binary code (compared "
+             "only between arms that have one, with the same buckets), and the position in the window (log2 "
+             "buckets). A breakdown's buckets add up to the whole validation: tokens and bytes exactly, nats to "
+             "float64 rounding. Each bucket's mean loss is compared like the headline, per comparison; Holm runs "
+             "across the buckets of one breakdown and comparison." + figure, ""]
+    for name in names:
+        heading = f"### {breakdown_title(name.removeprefix(BREAKDOWN_PREFIX))}"
+        lines += [heading, *_section(name, built.tables[name])[1:]]
+    return lines
+
+
 def probe_section(built: Built, made: list[FigureFile]) -> list[str]:
     """Method lines and tables of the representation probes; [] when no included job has fresh probes."""
     probes = built.probes
@@ -318,6 +360,7 @@ def report_markdown(study, built: Built, made: list[FigureFile], options: Report
             lines += _section(title, built.tables[name])
         if name == "comparisons" and built.findings:   # readings right under the table they come from
             lines += ["## Findings", "", *built.findings, ""]
+    lines += breakdown_section(built, made)
     lines += probe_section(built, made)
     lines += samples_section(built.samples)
     lines += ["## Figures", ""]
@@ -338,6 +381,9 @@ OUR_TABLES = ("main_results", "eval_results", "comparisons", "tuned_lr", "matrix
               "params", "reference", "excluded_jobs", "jobs", "diff_vs_learned", *PROBE_TITLES)
 OUR_FIGURES = ("val_ppl_vs_tokens", "train_loss", "eval_metrics", "final_vs_code_width", "final_vs_scale",
                "final_vs_model_params", "gap_vs_tokens", "gap_vs_model_size", "tuned_lr", *PROBE_FIGURES)
+
+OUR_TABLES += tuple(BREAKDOWN_PREFIX + name for name in BREAKDOWN_TITLES)
+OUR_FIGURES += (BREAKDOWN_FIGURE,)
 
 
 def remove_stale_outputs(out_dir: Path) -> None:

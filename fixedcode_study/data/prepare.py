@@ -55,6 +55,8 @@ from .tokenizer import (
 from .tokenizer import train_bpe as _train_bpe
 
 PREP_VERSION = 1  # bump when the preparation logic changes, so stale caches are not reused
+# Pre-tokenized shards without their recorded counts: how many training tokens train_token_counts reads.
+TRAIN_COUNT_LIMIT = 1 << 27
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,42 @@ class PreparedData:
 
     def token_bytes(self) -> np.ndarray:
         return np.load(self.root / layout.TOKEN_BYTES)
+
+    def train_token_counts(self, limit: int = TRAIN_COUNT_LIMIT) -> tuple[np.ndarray, dict[str, Any]]:
+        """(V,) int64 count of each token id in the training split, and how it was counted.
+
+        In-memory data: every token of train.bin. Pre-tokenized shards: the counts each shard
+        recorded when it was written (shards/NNNNN.counts.npy, the whole split), or where a shard
+        lacks them, the first `limit` tokens of the shards in order. The record says which:
+        {"counted_tokens", "train_tokens", "source": "all tokens" | "shard counts" | "shard prefix"}.
+        """
+        vocab = int(self.meta["vocab_size"])
+        counts = np.zeros(vocab, dtype=np.int64)
+
+        def add(values: np.ndarray) -> None:
+            counts[:] += np.bincount(values, minlength=vocab)[:vocab]
+
+        shards = self.train_shards
+        total = sum(s.tokens for s in shards)
+        counted, source = 0, "all tokens"
+        if self.sharded:
+            files = [layout.shard_files(self.root, int(s["index"]))["counts"] for s in self.meta["shards"]]
+            if all(f.exists() for f in files):
+                for f in files:
+                    recorded = np.load(f)[:vocab]  # (tokenizer vocab,) int64
+                    counts[: recorded.size] += recorded
+                how = {"counted_tokens": int(counts.sum()), "train_tokens": int(total), "source": "shard counts"}
+                return counts, how
+            source = "shard prefix"
+        for shard in shards:
+            take = shard.tokens if source == "all tokens" else min(shard.tokens, int(limit) - counted)
+            if take <= 0:
+                break
+            tokens = np.memmap(shard.path, dtype=self.dtype, mode="r")
+            for start in range(0, take, 1 << 24):  # bounded memory for bincount's int64 copy
+                add(np.asarray(tokens[start : min(take, start + (1 << 24))]))
+            counted += take
+        return counts, {"counted_tokens": int(counted), "train_tokens": int(total), "source": source}
 
 
 def _split_by_document(docs: list[Document], val_fraction: float, seed: int) -> tuple[list[Document], list[Document]]:

@@ -5,6 +5,7 @@
 - `plan`: the batch plan, re-exported from spec/plan.py for older imports.
 - `speed`: CPU threads and torch.compile, carried out as the spec decided them; the compiled loss.
 - `task`: the LightningModule (loss, validation sums, AdamW + warmup/cosine).
+- `breakdown`: the buckets of the final validation's loss breakdown (target frequency, code weight, position).
 - `resume`: resumable Lightning checkpoints, bitwise continuation, preemption at any phase.
 - `loggers`: metrics.csv (long format) and its W&B mirror.
 - `strategies`: strategies a Hydra yaml cannot spell (FSDP wrapped per decoder block).

@@ -73,8 +73,9 @@ from .resume import (
     trim_metrics,
 )
 from .schedule import ValidationSchedule
+from .breakdown import build_breakdown
 from .speed import apply_threads, compile_model
-from .task import LanguageModelTask
+from .task import BREAKDOWN_SUMS, BREAKDOWN_TOTAL, LanguageModelTask
 
 __all__ = ["JobOutcome", "base_record", "compiles", "evaluate_into", "job_fingerprint", "run_job", "train_job",
            "wants_eval"]
@@ -381,6 +382,9 @@ def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, cu
         rec.write(data={"name": spec.data["name"], **{k: prepared.meta[k] for k in (
             "vocab_size", "tokenizer_vocab_size", "train_tokens", "val_tokens", "val_bytes",
             "unigram_val_ppl", "cache_key")}})
+        # the final validation's loss per bucket (breakdown.py): tables from the uncompiled input
+        counts, counted = prepared.train_token_counts()
+        breakdown = build_breakdown(counts, counted, counts.size, plan.seq_len, model.input)
         compiled = bool(rec.record["runtime"]["compile"])
         if compiled:  # per block under FSDP (the unit it wraps and gathers), else the whole decoder
             compile_model(model, per_block=spec.runtime.compile_per_block)
@@ -409,7 +413,7 @@ def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, cu
                              grad_accum=plan.grad_accum)
         task = LanguageModelTask(model, spec.optim, plan.max_steps, plan.tokens_per_step,
                                  torch.from_numpy(prepared.token_bytes()), spec.log_every,
-                                 compiled_loss=compiled)
+                                 compiled_loss=compiled, breakdown=breakdown)
         t0 = time.time()
         trainer.fit(task, datamodule=dm, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=True)
         fit = _summary(trainer)  # via callback_metrics: also right when ranks ran in spawned processes
@@ -419,10 +423,17 @@ def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, cu
         if trainer.interrupted or steps != plan.max_steps:  # e.g. trainer.max_time: not what was asked
             raise RuntimeError(f"training stopped at step {steps} of {plan.max_steps}; the job is not complete")
 
-        # 7. final validation unless the budget ended on a validation step
+        # 7. final validation unless the budget ended on a validation step, which gave the breakdown
+        #    too; a run resumed at its last step validates again for the breakdown (the same numbers,
+        #    whose curve points metrics.csv already holds: not logged twice)
         if int(fit["last_val_step"]) != steps:
             trainer.validate(task, datamodule=dm, verbose=False)
+        elif BREAKDOWN_SUMS not in trainer.callback_metrics:
+            task.log_validation = False
+            trainer.validate(task, datamodule=dm, verbose=False)
         val = _summary(trainer)
+        val_breakdown = breakdown.record(trainer.callback_metrics[BREAKDOWN_SUMS],
+                                         trainer.callback_metrics[BREAKDOWN_TOTAL], steps)
         wall = time.time() - t0
 
         # 8. final weights, then the record says "trained" (a later stop never retrains it)
@@ -437,7 +448,8 @@ def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, cu
                                    prepared.tokenizer_path,
                                    extra={"data": rec.record["data"], "data_config": spec.record_config()["data"],
                                           "seed": spec.seed, "sweep": spec.name, "fingerprint": current["sha"]})
-            rec.write(final=final, tokens_seen=tokens_seen, steps=steps, checkpoint=str(ckpt.relative_to(job.path)),
+            rec.write(final=final, val_breakdown=val_breakdown, tokens_seen=tokens_seen, steps=steps,
+                      checkpoint=str(ckpt.relative_to(job.path)),
                       train_seconds=round(fit["train_seconds"], 3), wall_seconds=round(wall, 3),
                       tokens_per_second=tokens_seen / max(fit["train_seconds"], 1e-9))
             rec.sync_history()  # every curve point: the weights that produced them are saved

@@ -6,6 +6,10 @@ with different batch sizes share an x-axis:
   val/loss, val/ppl, val/bpb                      (at the validation steps, training/schedule.py)
   val/loss_select, val/loss_report                (the same, over the even / odd validation windows)
   val/loss@<source>                               (the same, per source, when the data has several)
+At the final validation (global step = max_steps) the same per-token sums are also added up per
+bucket of each breakdown of breakdown.py (target frequency, input code weight, position), reduced
+in one more collective and handed to the job through callback_metrics ("breakdown/*"): results.json
+`val_breakdown`, never a curve.
 Validation is a token-weighted sum over the whole held-out split, reduced with a sum across ranks
 (not a mean of batch means, which would overweight short batches and differ with world size).
 The select/report halves split the windows by the parity of their global index (batches.py), so
@@ -25,7 +29,13 @@ import torch.nn.functional as F
 
 from ..accounting import optimizer_group_names, optimizer_groups
 from ..model import Decoder
+from .breakdown import INPUT, TARGET, LossBreakdown
 from .speed import loss_functions
+
+# The reduced bucket sums of the final validation, and the whole's (nats, tokens, bytes) beside them.
+BREAKDOWN_SUMS, BREAKDOWN_TOTAL = "breakdown/sums", "breakdown/total"
+# Tokens per masked-sum chunk of the breakdown: bounds its (chunk, buckets, 3) float64 temporary.
+_BREAKDOWN_CHUNK = 8192
 
 
 def warmup_cosine(step: int, total: int, warmup: int, min_ratio: float) -> float:
@@ -53,6 +63,7 @@ class LanguageModelTask(L.LightningModule):
         token_bytes: torch.Tensor,
         log_every: int = 10,
         compiled_loss: bool = False,
+        breakdown: LossBreakdown | None = None,
     ):
         super().__init__()
         self.model = model
@@ -67,6 +78,15 @@ class LanguageModelTask(L.LightningModule):
         self._mean_nll, self._token_nll = loss_functions(compiled_loss)
         # UTF-8 bytes per token id, for bits-per-byte; a buffer so it follows the model's device.
         self.register_buffer("token_bytes", token_bytes.to(torch.float64), persistent=False)
+        # The bucket of each token id (position) per breakdown, built once per job. int32: half of
+        # int64 (DDP broadcasts buffers with every forward), and a type gloo broadcasts (int16 is not).
+        # Not in any checkpoint.
+        self.breakdown = breakdown
+        for b in (breakdown.breakdowns if breakdown else []):
+            self.register_buffer(f"bucket_{b.name}", torch.from_numpy(b.table.astype("int32")), persistent=False)
+        self._bucket_sums: torch.Tensor | None = None
+        # False for a validation that only adds the breakdown to numbers already logged (job.py)
+        self.log_validation = True
         self.last_val: dict[str, float] = {}
         self.last_val_step = -1
         self._val_sums: torch.Tensor | None = None
@@ -155,6 +175,9 @@ class LanguageModelTask(L.LightningModule):
         names = self._val_source_names()
         self._val_sources = names if len(names) > 1 else []
         self._val_sums = torch.zeros(3 + len(self._val_sources), 3, dtype=torch.float64, device=self.device)
+        final = self.global_step >= self.max_steps and not self.trainer.sanity_checking
+        self._bucket_sums = (torch.zeros(self.breakdown.n_rows, 3, dtype=torch.float64, device=self.device)
+                             if final and self.breakdown is not None else None)
 
     def validation_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> None:
         # (B, T+1), (B,): weight 0 marks a rank's padding window; global window index and source label (B,)
@@ -172,6 +195,20 @@ class LanguageModelTask(L.LightningModule):
         self._val_sums[1:3] += _group_sums(per_window, index % 2, 2)
         if self._val_sources:
             self._val_sums[3:] += _group_sums(per_window, source, len(self._val_sources))
+        if self._bucket_sums is not None:
+            self._add_breakdown(x, y, nll, w)
+
+    def _add_breakdown(self, x: torch.Tensor, y: torch.Tensor, nll: torch.Tensor, w: torch.Tensor) -> None:
+        """Per-token (nll, 1, bytes) * window weight, added to the bucket rows of every breakdown."""
+        wt = w.unsqueeze(1).expand_as(nll)  # (B, T) float64
+        values = torch.stack((nll.double() * wt, wt, self.token_bytes[y] * wt), dim=-1).reshape(-1, 3)  # (B*T, 3)
+        positions = torch.arange(y.shape[1], device=y.device).expand_as(y)  # (B, T)
+        for b, start in zip(self.breakdown.breakdowns, self.breakdown.offsets()):
+            source = y if b.of == TARGET else x if b.of == INPUT else positions
+            ids = getattr(self, f"bucket_{b.name}")[source].reshape(-1).long()  # (B*T,)
+            for lo in range(0, ids.numel(), _BREAKDOWN_CHUNK):
+                hi = lo + _BREAKDOWN_CHUNK
+                self._bucket_sums[start : start + b.n] += _group_sums(values[lo:hi], ids[lo:hi], b.n)
 
     def on_validation_epoch_end(self) -> None:
         sums = self.trainer.strategy.reduce(self._val_sums, reduce_op="sum")
@@ -189,7 +226,12 @@ class LanguageModelTask(L.LightningModule):
             if float(row[1]) > 0:  # a half or source with no whole window has no loss to report
                 self.last_val[key] = float(row[0]) / float(row[1])
         self.last_val_step = self.global_step
-        if not self.trainer.sanity_checking:
+        if self._bucket_sums is not None:  # the final validation: one more collective, once per job
+            buckets = self.trainer.strategy.reduce(self._bucket_sums, reduce_op="sum")
+            self.trainer.callback_metrics[BREAKDOWN_SUMS] = buckets.detach().cpu()
+            self.trainer.callback_metrics[BREAKDOWN_TOTAL] = sums[0].detach().cpu()
+            self._bucket_sums = None
+        if not self.trainer.sanity_checking and self.log_validation:
             self._emit({k: v for k, v in self.last_val.items() if k != "val/tokens"})
             self.publish_summary()
 

@@ -6,4 +6,5 @@ wandb.py     the same frames from W&B's public API
 external.py  outside models evaluated with `fixedcode evaluate hf=...` (reference rows)
 probes.py    probes.json / probes_cross.json (fresh ones only); samples.py: samples.json
 variants.py  the row label of a job (input plus the input properties that vary)
+breakdown.py the final validation loss per bucket (results.json val_breakdown) as rows
 """

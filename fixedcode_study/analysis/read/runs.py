@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import AnalysisError
+from .breakdown import breakdown_frame, breakdown_rows
 from .external import read_externals, setting_notes as external_notes
 from .records import _finite, display_path, eval_rows, is_crn
 from .variants import TUNED_PREFIXES, assign_variants
@@ -47,6 +48,8 @@ class Study:
     notes: list[str] = field(default_factory=list)
     # outside models evaluated as references (read/external.py): label, metric, value, ...
     externals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # the final validation loss per bucket (read/breakdown.py), with the job columns of `long`
+    breakdown: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def included_jobs(self) -> pd.DataFrame:
@@ -179,6 +182,7 @@ def results_to_frames(results: dict, run: str, job_dir: Path,
                       curves: pd.DataFrame | None) -> tuple[dict, list[pd.DataFrame]]:
     """Shared by the run-directory and W&B sources: results dict + curves -> record + long rows."""
     rec = job_record(results, run, job_dir)
+    rec["_breakdown"] = breakdown_rows(results, run)
     config = results.get("config")
     rec["_config_flat"] = flatten("", config, {}) if isinstance(config, dict) else {}
     # How the lm-eval numbers were produced: an evaluation added after training is not in the
@@ -244,7 +248,8 @@ def build_study(collected: Collected) -> Study:
         raise AnalysisError("no jobs found under " + ", ".join(collected.sources) + f" (looked for {RESULTS_FILE})")
     configs = {r["run"]: r.get("_config_flat", {}) for r in records}
     eval_settings = {r["run"]: r["_eval_settings"] for r in records if "_eval_settings" in r}
-    jobs = pd.DataFrame.from_records([{k: v for k, v in r.items() if k not in ("_config_flat", "_eval_settings")}
+    jobs = pd.DataFrame.from_records([{k: v for k, v in r.items()
+                                       if k not in ("_config_flat", "_eval_settings", "_breakdown")}
                                       for r in records])
     for col in ("input", "model", "seed", "data", "code_width", "flops_per_token"):
         if col not in jobs:
@@ -287,8 +292,10 @@ def build_study(collected: Collected) -> Study:
         included_runs = set(jobs.loc[jobs["included"], "run"])
         notes.extend(external_notes(collected.external_settings,
                                     [s for run, s in eval_settings.items() if run in included_runs]))
+    buckets = breakdown_frame([row for r in records for row in r.get("_breakdown", [])])
+    buckets = attach_job_columns(buckets, jobs, JOB_KEY_COLUMNS[1:] + ["variant_order"])
     return Study(jobs=jobs, long=long, label_props=label_props, sources=collected.sources, notes=notes,
-                 externals=externals)
+                 externals=externals, breakdown=buckets)
 
 
 def add_tuned_columns(jobs: pd.DataFrame, configs: dict[str, dict]) -> pd.DataFrame:
