@@ -20,6 +20,7 @@ from helpers import analysis as fx
 
 from fixedcode_study.analysis.__main__ import main as cli_main
 from fixedcode_study.analysis.figures.curves import included_curve
+from fixedcode_study.analysis.figures.gap import gap_vs_tokens_figure
 from fixedcode_study.analysis.read.records import is_crn
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.stats.pairing import (
@@ -137,6 +138,73 @@ def test_gap_curve_is_paired_and_aligned_on_shared_steps(crn_report):
     half = sps.t.ppf(0.975, 3) * diffs.std(ddof=1) / 2  # the step terms cancel: same gap at every step
     assert np.allclose(gap["gap"], diffs.mean(), atol=1e-8)
     assert np.allclose(gap["high"] - gap["gap"], half, atol=1e-7)
+    assert not gap["interpolated"].any()  # one schedule: no value is interpolated, the skipped one is not filled in
+
+
+# Two arms on different log-spaced validation schedules (an isoflop arm trains fewer tokens and
+# validates at its own points): training tokens of each run's validations, and val bpb there.
+LONG_TOKENS = [100, 1000, 10_000, 100_000]
+LONG_BPB = [3.0, 2.0, 1.5, 1.2]
+SHORT_TOKENS = [100, 300, 3000, 30_000]
+SHORT_BPB = [3.1, 2.6, 1.9, 1.45]
+SCHEDULE_SEEDS = {1: 0.0, 2: 0.03, 3: -0.02}          # shared by both arms at a seed (CRN)
+SHORT_WOBBLE = {1: 0.01, 2: -0.005, 3: 0.0}
+
+
+def schedule_arm(name: str, tokens: list[int], bpb: list[float], wobble: dict[int, float] | None = None) -> pd.DataFrame:
+    rows = [{"run": f"{name}-{seed}", "seed": seed, "crn": True, "step": t // 10, "tokens": float(t),
+             "value": v + effect + (wobble or {}).get(seed, 0.0)}
+            for seed, effect in SCHEDULE_SEEDS.items() for t, v in zip(tokens, bpb, strict=True)]
+    return pd.DataFrame(rows)
+
+
+def test_gap_curve_of_arms_on_different_schedules_is_aligned_by_tokens():
+    short = schedule_arm("short", SHORT_TOKENS, SHORT_BPB, SHORT_WOBBLE)
+    long = schedule_arm("long", LONG_TOKENS, LONG_BPB)
+    gap, test = paired_curve_gap(short, long)
+    # every validation of either arm within the range both trained through: the short arm's line runs to
+    # the end of its training (30k), not only to the one point both arms logged (100 tokens)
+    assert test == "paired" and (gap["n"] == 3).all()
+    assert gap["tokens"].tolist() == [100, 300, 1000, 3000, 10_000, 30_000]
+    assert gap["interpolated"].tolist() == [False, True, True, True, True, True]
+    # by hand, linear in log10 tokens between a run's own neighbouring validations:
+    # the long arm at 300, 3000, 30000 (log10 fraction 0.477 of a decade) ...
+    f = math.log10(3)
+    long_at = {100: 3.0, 300: 3.0 - f * 1.0, 1000: 2.0, 3000: 2.0 - f * 0.5, 10_000: 1.5, 30_000: 1.5 - f * 0.3}
+    # ... the short arm at 1000 and 10000, log(10/3) / log(10) of the way between its points a decade apart
+    g = math.log10(10 / 3)
+    short_at = {100: 3.1, 300: 2.6, 1000: 2.6 + g * (1.9 - 2.6), 3000: 1.9, 10_000: 1.9 + g * (1.45 - 1.9),
+                30_000: 1.45}
+    wobble = np.array(list(SHORT_WOBBLE.values()))  # the seed effects cancel in each pair
+    for row in gap.itertuples():
+        diffs = short_at[row.tokens] - long_at[row.tokens] + wobble
+        half = sps.t.ppf(0.975, 2) * diffs.std(ddof=1) / math.sqrt(3)
+        assert row.gap == pytest.approx(diffs.mean(), abs=1e-12)
+        assert row.high - row.gap == pytest.approx(half, abs=1e-12)
+    # the same the other way round: the long arm's gap stops at the short arm's last validation
+    # (beyond it there is nothing to compare with and nothing is extrapolated)
+    back, _ = paired_curve_gap(long, short)
+    assert back["tokens"].tolist() == gap["tokens"].tolist() and np.allclose(back["gap"], -gap["gap"], atol=1e-12)
+    # Welch (no CRN) aligns the same way
+    welch, test = paired_curve_gap(short.assign(crn=False), long.assign(crn=False))
+    assert test == "welch" and welch["tokens"].tolist() == gap["tokens"].tolist()
+    assert np.allclose(welch["gap"], gap["gap"], atol=1e-12)
+
+
+def test_gap_figure_says_it_interpolates_and_where_a_line_stops(tmp_path):
+    sweep = tmp_path / "multirun" / "schedules"
+    for name, tokens, bpb in (("learned", LONG_TOKENS, LONG_BPB), ("binary16", SHORT_TOKENS, SHORT_BPB)):
+        for seed, effect in SCHEDULE_SEEDS.items():
+            job = fx.write_job(sweep, name, seed, val_ppl=float(np.exp(bpb[-1] * 4 * np.log(2))), val_bpb=bpb[-1],
+                               curves=False, crn=True)
+            fx.write_curve_csv(job, {t // 10: v + effect for t, v in zip(tokens, bpb, strict=True)}, tokens_per_step=10)
+    study = load_run_dirs([sweep])
+    caption = gap_vs_tokens_figure(study, tmp_path / "a", "learned").caption
+    assert "interpolated linearly in log tokens" in caption and "not a measurement" in caption
+    assert "the gap ends at" not in caption  # binary16's line runs to its own last validation
+    caption = gap_vs_tokens_figure(study, tmp_path / "b", "binary16").caption
+    assert ("learned: the gap ends at 30k tokens, before its last validation at 100k, since binary16 has no "
+            "validation beyond it.") in caption
 
 
 def test_baseline_and_pairs_options(crn_report, tmp_path):

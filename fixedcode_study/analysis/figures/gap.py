@@ -2,7 +2,10 @@
 
 1. Gap vs training tokens, from the val/bpb curves: per variant, variant minus baseline with a
    95% CI band over seeds (fixedcode_study.analysis.stats.pairing.paired_curve_gap: paired differences where runs
-   record common random numbers, Welch otherwise; steps are aligned, never assumed evenly spaced).
+   record common random numbers, Welch otherwise). Runs are aligned by training tokens, never
+   assumed evenly spaced: where two arms validate on different schedules (the isoflop arms), each
+   run is interpolated in log tokens onto the other arm's points; the caption says so, and says
+   where a line stops before the variant's own last validation (the baseline trained fewer tokens).
 2. Gap vs model size / compute for studies over several model presets: the final val_bpb
    difference per model with its 95% CI (the comparisons' own test), against the baseline's
    trainable parameters and, when records carry flops_per_token, training FLOPs
@@ -67,6 +70,7 @@ def gap_vs_tokens_figure(study, out_dir: Path, baseline: str) -> FigureFile | No
         return None
     fig, axes = new_figure(len(panels), ncols_max=2 if len(panels) == 4 else 3)
     tests = set()
+    interpolated, stops = False, {}
     shared: dict[tuple, object] = {}
     for ax, (key, title, members, part, base) in zip(axes, panels, strict=True):
         first = shared.setdefault(key, ax)  # panels of one context share the y range
@@ -74,10 +78,15 @@ def gap_vs_tokens_figure(study, out_dir: Path, baseline: str) -> FigureFile | No
             ax.sharey(first)
         b = part[part["variant"] == base]
         for variant in members:
-            gap, test = _gap(part[part["variant"] == variant], b)
+            a = part[part["variant"] == variant]
+            gap, test = _gap(a, b)
             if gap.empty:
                 continue
             tests.add(test)
+            interpolated |= bool(gap["interpolated"].any())
+            if gap["tokens"].iloc[-1] < a["tokens"].max():
+                where = context_title(context, key) if len({p[0] for p in panels}) > 1 else ""
+                stops[(variant, where)] = _stop_note(variant, where, base, gap["tokens"].iloc[-1], a, b)
             style = styles[variant]
             ax.plot(gap["tokens"], gap["gap"], label=variant, markevery=0.12 if len(gap) > 10 else None,
                     **line_kwargs(style))
@@ -91,9 +100,26 @@ def gap_vs_tokens_figure(study, out_dir: Path, baseline: str) -> FigureFile | No
     how = {"paired": "paired differences over seeds (common random numbers)",
            "welch": "Welch intervals over seeds (runs not paired)", "n/a": "no band where a side has one seed"}
     caption = (f"Validation gap vs training tokens: variant minus baseline ({baseline}) in bits per byte (below 0: "
-               "the variant is better). Line: mean gap at each step logged by every run compared; band: 95% CI over seeds "
-               "from " + "; ".join(how[t] for t in sorted(tests)) + ".")
+               "the variant is better). Line: mean gap at each validation point (training tokens) where every run "
+               "compared has a value; band: 95% CI over seeds from " + "; ".join(how[t] for t in sorted(tests)) + ".")
+    if interpolated:
+        caption += (" Where two arms validate at different token counts, each run's val bpb is interpolated linearly "
+                    "in log tokens between its own neighbouring validations onto the other arm's points: a model of "
+                    "the curve between validations, not a measurement, and the band does not include its error (largest "
+                    "where validations are sparse and the curve bends). Points both arms validated at are never "
+                    "interpolated and no run is extrapolated, so a line ends at the last validation of the arm that "
+                    "trained fewer tokens.")
+    if stops:
+        caption += " " + " ".join(stops.values())
     return save(fig, out_dir, "gap_vs_tokens", caption)
+
+
+def _stop_note(variant: str, where: str, base: str, end: float, a: pd.DataFrame, b: pd.DataFrame) -> str:
+    """Why a variant's gap line ends before the variant's own last validation."""
+    why = (f"{base} has no validation beyond it" if b["tokens"].max() <= end
+           else "not every run compared has a value beyond it")
+    return (f"{variant}{f' ({where})' if where else ''}: the gap ends at {human_number(end)} tokens, before its "
+            f"last validation at {human_number(a['tokens'].max())}, since {why}.")
 
 
 def _gap(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, str]:

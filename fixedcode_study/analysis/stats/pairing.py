@@ -69,28 +69,37 @@ def n_label(comparison: Comparison) -> str:
 def paired_curve_gap(a: pd.DataFrame, b: pd.DataFrame, confidence: float = CONFIDENCE) -> tuple[pd.DataFrame, str]:
     """Gap a - b along training, from curves (columns run, seed, crn, step, tokens, value).
 
-    Paired when >= 2 CRN seed pairs exist: per pair, the difference at steps logged by both runs;
-    then, at steps present in every pair, the mean over pairs with a t interval (n - 1 dof).
-    Otherwise Welch at steps logged by every run of both arms. Returns (frame with tokens, gap,
-    low, high, n; test name). Steps are never assumed to be evenly spaced.
+    Runs are aligned by training tokens, not by step (see ``curves_on_token_grid``): the grid is
+    every token count either arm validated at; a run's value there is its own logged value where its
+    arm's schedule has that point, and, where only the other arm's schedule has it, its value
+    interpolated linearly in log tokens between its own neighbouring validations. Interpolation is a
+    model of the curve between validations, not a measurement; when both arms share one schedule
+    nothing is interpolated and the gap is exactly the difference of logged values. No run is
+    extrapolated: the curve covers only the token range every compared run trained through, so it
+    ends at the last validation of the arm that trained fewer tokens.
+
+    Paired when >= 2 CRN seed pairs exist: per pair, the difference on the grid; then, at points
+    present in every pair, the mean over pairs with a t interval (n - 1 dof). Otherwise Welch at
+    points where every run of both arms has a value. Returns (frame with tokens, gap, low, high, n,
+    interpolated (some run's value at that point is interpolated); test name). Validation points
+    are never assumed to be evenly spaced.
     """
+    a, b = (_curve_points(x) for x in (a, b))
+    wide_a, wide_b, interpolated = curves_on_token_grid(a, b)
     runs_a = a.drop_duplicates("run")[["run", "seed", "crn"]].assign(value=0.0)
     runs_b = b.drop_duplicates("run")[["run", "seed", "crn"]].assign(value=0.0)
     pairs = matched_pairs(runs_a, runs_b)
-    wide_a = a.pivot_table(index="step", columns="run", values="value", aggfunc="last")
-    wide_b = b.pivot_table(index="step", columns="run", values="value", aggfunc="last")
-    tokens = pd.concat([a, b]).groupby("step")["tokens"].median()
     if len(pairs) >= MIN_PAIRS:
         diffs = pd.concat({p.seed: wide_a[p.run_a] - wide_b[p.run_b] for p in pairs.itertuples()}, axis=1)
-        diffs = diffs.dropna(how="any")  # steps present in both runs of every pair
+        diffs = diffs.dropna(how="any")  # points where both runs of every pair have a value
         n = diffs.shape[1]
         mean, se = diffs.mean(axis=1), diffs.std(axis=1, ddof=1) / math.sqrt(n)
         half = _t_half(se, n - 1, confidence)
         test = "paired"
     else:
         wide_a, wide_b = wide_a.dropna(how="any"), wide_b.dropna(how="any")
-        steps = wide_a.index.intersection(wide_b.index)
-        wide_a, wide_b = wide_a.loc[steps], wide_b.loc[steps]
+        points = wide_a.index.intersection(wide_b.index)
+        wide_a, wide_b = wide_a.loc[points], wide_b.loc[points]
         na, nb = wide_a.shape[1], wide_b.shape[1]
         n = min(na, nb)
         mean = wide_a.mean(axis=1) - wide_b.mean(axis=1)
@@ -103,9 +112,47 @@ def paired_curve_gap(a: pd.DataFrame, b: pd.DataFrame, confidence: float = CONFI
         else:
             half = pd.Series(np.nan, index=mean.index)
         test = "welch" if na >= 2 and nb >= 2 else "n/a"
-    out = pd.DataFrame({"tokens": tokens.reindex(mean.index), "gap": mean, "low": mean - half,
-                        "high": mean + half, "n": n})
-    return out.dropna(subset=["tokens", "gap"]).sort_values("tokens"), test
+    out = pd.DataFrame({"tokens": mean.index.to_numpy(dtype=float), "gap": mean.to_numpy(),
+                        "low": (mean - half).to_numpy(), "high": (mean + half).to_numpy(), "n": n,
+                        "interpolated": interpolated.reindex(mean.index).to_numpy(dtype=bool)})
+    return out.dropna(subset=["gap"]).sort_values("tokens").reset_index(drop=True), test
+
+
+def _curve_points(curve: pd.DataFrame) -> pd.DataFrame:
+    """Finite values at known token counts; a point logged twice by one run (a resumed run) keeps
+    the last row."""
+    curve = curve[np.isfinite(curve["value"].astype(float)) & np.isfinite(curve["tokens"].astype(float))]
+    return curve.drop_duplicates(["run", "tokens"], keep="last")
+
+
+def curves_on_token_grid(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """Two arms' curves (columns run, tokens, value) on one grid of training tokens.
+
+    The grid is the union of the token counts the two arms validated at. An arm's schedule is the
+    token counts any of its runs logged; at a grid point on its own schedule a run keeps its logged
+    value, and a run that skipped that validation has none there (a missing validation is not filled
+    in). At a grid point only the other arm's schedule has, the run's value is interpolated linearly
+    in log tokens between its own neighbouring validations, and only within its own first and last
+    positive-token validation (never extrapolated). Returns (a, b: grid x run, NaN where a run has no
+    value; per grid point, whether some run's value there is interpolated).
+    """
+    schedules = [set(x["tokens"].astype(float)) for x in (a, b)]
+    grid = pd.Index(sorted(schedules[0] | schedules[1]), dtype=float, name="tokens")
+    wides, interpolated = [], pd.Series(False, index=grid)
+    for curve, own in zip((a, b), schedules, strict=True):
+        logged = curve.pivot(index="tokens", columns="run", values="value").reindex(grid)
+        foreign = ~grid.isin(list(own)) & (grid > 0)
+        if foreign.any():
+            for run, points in curve.groupby("run", sort=False):
+                knots = points[points["tokens"] > 0].sort_values("tokens")
+                if knots.empty:
+                    continue
+                x = np.log(knots["tokens"].to_numpy(dtype=float))
+                where = foreign & (grid >= knots["tokens"].iloc[0]) & (grid <= knots["tokens"].iloc[-1])
+                logged.loc[where, run] = np.interp(np.log(grid[where].to_numpy()), x, knots["value"].to_numpy(dtype=float))
+            interpolated |= pd.Series(foreign, index=grid) & logged.notna().any(axis=1)
+        wides.append(logged)
+    return wides[0], wides[1], interpolated
 
 
 def _t_half(se, dof, confidence: float):
