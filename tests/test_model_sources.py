@@ -170,6 +170,36 @@ def test_the_readme_lm_eval_line_works_on_a_sweep_folder_name_with_a_comma(shipp
     assert saved["config"]["checkpoint"] == str((job / "checkpoints" / "final").resolve())
 
 
+def test_the_lm_eval_model_given_an_export_directly_names_what_to_pass(shipped):
+    """FixedCodeLM(checkpoint=EXPORT) from Python, where no command maps the export to its source:
+    one line saying what the folder is and what to pass (it said "format_version None")."""
+    from fixedcode_study.errors import ConfigError
+    from fixedcode_study.evaluation.lm import FixedCodeLM
+
+    _, export, _ = shipped
+    with pytest.raises(ConfigError) as refused:
+        FixedCodeLM(checkpoint=str(export))
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("checkpoint: ") and "Hugging Face export" in message
+    assert "exported from" in message and "trust_remote_code=True" in message
+
+
+@pytest.mark.slow  # lm-eval's CLI builds its whole task index before it can say a task is unknown
+def test_an_unknown_task_on_lm_evals_command_line_is_one_line_and_exit_2(shipped, monkeypatch, capsys):
+    """lm-eval reports its own argument checks as a bare ValueError (a traceback, exit 1); ours say
+    them in one line with exit 2, as every command does. Other ValueErrors keep their traceback."""
+    from fixedcode_study.cli.lm_eval_model import cli
+
+    job, _, _ = shipped
+    monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", "fixedcode", "--model_args", f"checkpoint={job}",
+                                      "--tasks", "hellaswagg", "--limit", "2"])
+    assert cli() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("error: fixedcode lm-eval: Tasks not found: hellaswagg; "
+                       "`fixedcode lm-eval ls tasks` lists the tasks"), err
+    assert not any("Traceback" in line for line in err)
+
+
 def test_lm_evals_python_api_takes_a_model_args_string_with_a_comma_in_the_path(shipped, tmp_path):
     import lm_eval
     from lm_eval.tasks import TaskManager

@@ -17,6 +17,7 @@ and quoted, which lm-eval's own parser keeps whole. lm-eval parses the arguments
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ..errors import ConfigError
 from ..evaluation import lm as _registers_fixedcode  # noqa: F401  (import registers the model)
@@ -53,6 +54,16 @@ def with_checkpoint_resolved(item: str) -> str:
     return ",".join([f"checkpoint={repr(resolved) if ',' in resolved else resolved}", *rest])
 
 
+def _raised_by_argument_checks(err: BaseException) -> bool:
+    """lm-eval checks its arguments (an unknown task, --limit with --samples, ...) in lm_eval/config/
+    and reports them as a bare ValueError; one raised anywhere else is a real failure, kept whole."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and Path(tb.tb_frame.f_code.co_filename).parent.name == "config" \
+        and "lm_eval" in Path(tb.tb_frame.f_code.co_filename).parts
+
+
 def resolve_model_args(argv: list[str]) -> list[str]:
     """argv with every --model_args word's checkpoint= taken care of (with_checkpoint_resolved)."""
     out, in_model_args = [], False
@@ -85,6 +96,12 @@ def cli() -> int:
         harness.execute(harness.parse_args())
     except ConfigError as err:  # a bad checkpoint or model argument, here or in FixedCodeLM
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:
+        if not _raised_by_argument_checks(err):
+            raise
+        print(f"error: fixedcode lm-eval: {err}; `fixedcode lm-eval ls tasks` lists the tasks",
+              file=sys.stderr)
         return 2
     except SystemExit as stop:  # lm-eval's own exits (--help, errors): their code as ours
         if stop.code is None or isinstance(stop.code, int):

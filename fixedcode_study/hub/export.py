@@ -34,14 +34,13 @@ from ..errors import ConfigError
 from ..inputs import FixedBinaryCode, FixedCode, GF2Code, LearnedEmbedding, LearnedLowDim, WideCode
 from ..model import Decoder
 from ..record.atomic import atomic_dir
-from ..record.checkpoint import Checkpoint, load_checkpoint
+from ..record.checkpoint import EXPORT_META, Checkpoint, load_checkpoint  # EXPORT_META: config.json key naming the source
 from ..record.jobdir import JobDir
 from ..systems.hf import hf_llama_config, hf_state_dict
 from . import modeling_fixedcode
 from .card import model_card
 
 MODELING_FILE = Path(modeling_fixedcode.__file__).name  # modeling_fixedcode.py
-EXPORT_META = "fixedcode_export"  # config.json key: where the weights came from
 VERIFY_ATOL = 1e-5
 
 

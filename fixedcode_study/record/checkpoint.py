@@ -33,6 +33,7 @@ from .atomic import FILE_MODE, atomic_dir
 from .jobdir import WEIGHTS_FILE, JobDir
 
 FORMAT_VERSION = 1
+EXPORT_META = "fixedcode_export"  # the key of an export's config.json that names its source (hub/export.py)
 CHECKPOINT_CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -132,6 +133,10 @@ def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "
         if not p.exists():
             raise ConfigError("checkpoint", f"{p} does not exist", "point checkpoint= at a directory written by run")
     config = json.loads(cfg_path.read_text())
+    if config.get(EXPORT_META):  # hub/export.py wrote it: transformers' config.json, not ours
+        raise ConfigError("checkpoint", f"{directory} is one of our Hugging Face exports, not a workbench checkpoint",
+                          "pass the job it was exported from (the commands map an export to it themselves), "
+                          "or read the folder with transformers or lm-eval's hf model (trust_remote_code=True)")
     if config.get("format_version") != FORMAT_VERSION:
         raise ConfigError("checkpoint", f"format_version {config.get('format_version')} in {cfg_path}",
                           f"this code reads format {FORMAT_VERSION}")
