@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import SMALL_VAL
 
 from fixedcode_study.record.jobdir import JOB_LOG_FILE
 from fixedcode_study.console import VERBOSE_ENV, take_verbose_flag
 
-TINY = ["model=test_micro", "train.tokens=2048", "train.batch_size=8", "train.val_points=3", "logger=wandb"]
+TINY = ["model=test_micro", "train.tokens=2048", "train.batch_size=8", "train.val_points=3", "logger=wandb", SMALL_VAL]
 NOISE = ["💡 Tip", "GPU available", "TPU available", "wandb:", "DeprecationWarning", "UserWarning", "is deprecated",
          "fatal: not a git repository", "Run history", "lm_eval", "Validation", "Epoch 0"]
 

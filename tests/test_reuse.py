@@ -24,10 +24,11 @@ from fixedcode_study.training import job as job_module
 from fixedcode_study.training.job import job_fingerprint, run_job
 from fixedcode_study.training.loggers import read_wandb_log, wandb_logs
 from fixedcode_study.spec.plan import plan_batch
+from helpers import SMALL_VAL
 
 # 16 optimizer steps, two validations, fp32 (bf16 is emulated, and slow, on CPUs without it).
 ARGS = ["model=test_micro", "seed=1", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",
-        "train.log_every=2", "train.val_batch_size=128", "trainer.precision=32-true"]
+        "train.log_every=2", "train.val_batch_size=128", "trainer.precision=32-true", SMALL_VAL]
 
 
 class WouldTrain(Exception):

@@ -15,12 +15,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import SMALL_VAL
 from helpers.cli import run_cli
 
 from fixedcode_study.config import compose as compose_config
+from fixedcode_study.config import job_key
 from fixedcode_study.training.job import train_job
 
-TINY = ["model=test_micro", "train.tokens=16384", "train.val_points=3", "train.log_every=2", "train.val_batch_size=64"]
+TINY = ["model=test_micro", "train.tokens=16384", "train.val_points=3", "train.log_every=2", "train.val_batch_size=64",
+        SMALL_VAL]
 REQUIRED = ["input", "seed", "model", "code_width", "params", "final", "tokens_seen", "train_seconds",
             "tokens_per_second", "status", "overrides", "config", "input_props", "data", "checkpoint"]
 
@@ -45,9 +48,11 @@ def sweep(tmp_path_factory) -> Path:
 
 def test_multirun_writes_one_complete_result_per_job(sweep):
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
-    # directories are keyed by the sorted override set, not by time or job number
-    suffix = "," + ",".join(sorted(TINY))
-    assert [j.name for j in jobs] == [f"input={i}{suffix}" for i in ("binary16", "gf2", "learned")]
+    # directories are keyed by the sorted override set, not by time or job number (past 120
+    # characters: its first 100 and a hash)
+    keys = [",".join(sorted([f"input={i}", *TINY])) for i in ("binary16", "gf2", "learned")]
+    assert [j.name[:100] for j in jobs] == [k[:100] for k in keys]
+    assert [j.name for j in jobs] == [job_key(k.split(",")) for k in keys]
     for job in jobs:
         res = json.loads((job / "results.json").read_text())
         assert res["status"] == "completed", res.get("error")
@@ -63,7 +68,7 @@ def test_multirun_writes_one_complete_result_per_job(sweep):
         ckpt = job / res["checkpoint"]
         assert (ckpt / "model.safetensors").stat().st_size > 0 and (ckpt / "tokenizer.json").exists()
         assert json.loads((ckpt / "config.json").read_text())["input"]["name"] == res["input"]
-    assert len(list(sweep.glob("input=gf2,*/gf2_matrix.json"))) == 1
+    assert len(list(sweep.glob("*input=gf2,*/gf2_matrix.json"))) == 1
 
 
 def test_training_reduces_loss_for_every_input(sweep):

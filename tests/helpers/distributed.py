@@ -16,9 +16,12 @@ import sys
 import time
 from pathlib import Path
 
+from . import SMALL_VAL
+
 # 32 optimizer steps of 1024 tokens: batch_size 8 x seq_len 64 x (grad_accum 2 | 2 ranks).
 TINY = ["model=test_micro", "logger=csv", "train.tokens=32768", "train.batch_size=8",
-        "train.global_batch_tokens=1024", "train.val_points=2", "train.log_every=2", "train.val_batch_size=128"]
+        "train.global_batch_tokens=1024", "train.val_points=2", "train.log_every=2", "train.val_batch_size=128",
+        SMALL_VAL]
 
 _REFERENCE: dict[str, Path] = {}
 

@@ -8,6 +8,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from . import SMALL_VAL
+
 SHARED_EVAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "eval"
 
 _ROOT = Path(tempfile.mkdtemp(prefix="fixedcode-eval-tests-"))
@@ -23,7 +25,7 @@ def trained_checkpoint(input_name: str = "learned") -> tuple[Path, Path]:
 
     cfg = compose_config([
         "model=test_micro", "logger=csv", f"input={input_name}", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",
-        f"data.cache_dir={_ROOT / 'cache'}", f"out_root={_ROOT / 'out'}",
+        SMALL_VAL, f"data.cache_dir={_ROOT / 'cache'}", f"out_root={_ROOT / 'out'}",
     ])
     job_dir = _ROOT / "out" / input_name
     record = train_job(cfg, job_dir)
