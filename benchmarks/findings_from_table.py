@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tables", nargs="+", type=Path, help="comparisons.csv files")
     args = parser.parse_args(argv)
+    if missing := [str(csv) for csv in args.tables if not csv.is_file()]:
+        parser.error(f"no such file: {', '.join(missing)} (give a report's tables/comparisons.csv)")
     for csv in args.tables:
         diffs = pd.read_csv(csv)
         print(f"<!-- {csv} -->\n## Findings\n")
