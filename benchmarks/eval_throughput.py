@@ -52,7 +52,7 @@ def build_checkpoint(args, workdir: Path) -> tuple[Path, Path]:
     cfg = compose([f"model={args.model}", f"input={args.input}"])
     prepared = prepare(cfg.data)
     torch.manual_seed(0)
-    model = build_model(cfg.model, cfg.input)
+    model = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output"))
     ckpt = save_checkpoint(workdir / "ckpt", model, cfg.model, cfg.input, prepared.tokenizer_path,
                            extra={"data": {"cache_key": prepared.meta["cache_key"]}})
     return ckpt, prepared.root

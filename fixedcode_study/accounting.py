@@ -5,10 +5,10 @@
 - `optimizer_group(name, ...)` / `optimizer_groups(model, optim)`: the one rule that puts every
   trainable parameter into exactly one AdamW group (input table, head, decayed matrices, norms),
   used by training (LanguageModelTask) and by the benchmark's reference model alike.
-- `flops_per_token(config, seq_len)`: training FLOPs per token, one formula, PaLM's
+- `flops_per_token(config, seq_len, head_flops)`: training FLOPs per token, one formula, PaLM's
   (Chowdhery et al. 2022, arXiv:2204.02311, appendix B): 6 N + 12 * n_layer * n_head * head_dim *
   seq_len, where N counts the weights that multiply activations (block projections and the untied
-  head). The attention term counts QK^T and AV without the causal halving, as PaLM and nanoGPT do.
+  head). Another output head (outputs package) replaces the head's 6 V d by its own count. The attention term counts QK^T and AV without the causal halving, as PaLM and nanoGPT do.
   Input lookups (a learned table or a computed code) and norm scales are not matmuls: no FLOPs.
 - `block_params` / `body_params` / `matmul_params`: the same counts from shapes alone (no model
   built), used by size matching and checked against built models by the tests.
@@ -59,9 +59,12 @@ def matmul_params(cfg: "ModelConfig") -> int:
     return cfg.n_layer * block_matmul_params(cfg) + head_params(cfg)
 
 
-def flops_per_token(cfg: "ModelConfig", seq_len: int) -> dict[str, int]:
-    """Training FLOPs per token (forward + backward), see FLOPS_FORMULA."""
+def flops_per_token(cfg: "ModelConfig", seq_len: int, head_flops: int | None = None) -> dict[str, int]:
+    """Training FLOPs per token (forward + backward), see FLOPS_FORMULA. head_flops: the output
+    head's own count (outputs.output_flops_per_token); None = the untied head's 6 V d."""
     dense = 6 * matmul_params(cfg)
+    if head_flops is not None:
+        dense += int(head_flops) - 6 * head_params(cfg)
     attention = 12 * cfg.n_layer * cfg.n_head * cfg.head_dim * int(seq_len)
     return {"dense_6N": dense, "attention": attention, "total": dense + attention}
 
@@ -82,7 +85,8 @@ def parameter_groups(model: "Decoder") -> dict[str, int]:
 
     total: every parameter tensor (trainable or frozen; buffers such as a GF(2) matrix are not
     parameters). input_trainable: trainable parameters of the input interface. head: the output
-    projection. body: blocks and final norm.
+    head's own (a tied head owns none: its table is counted under input). body: blocks and final norm.
+    token_specific_trainable: trainable parameters in tensors with a dimension of size V.
     """
     def count(params: Iterable[torch.nn.Parameter], trainable_only: bool = False) -> int:
         return sum(p.numel() for p in params if p.requires_grad or not trainable_only)
@@ -90,6 +94,10 @@ def parameter_groups(model: "Decoder") -> dict[str, int]:
     by_group: dict[str, list[torch.nn.Parameter]] = {"input": [], "body": [], "head": []}
     for name, p in model.named_parameters():
         by_group[module_group(name)].append(p)
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    # Token-specific: a trainable tensor with one row (or column) per token ID, the study's question
+    # (the input table, an untied head); a fixed or bit-chain head and every fixed code have none.
+    token_specific = [p for p in model.parameters() if vocab is not None and vocab in p.shape]
     return {
         "total": count(model.parameters()),
         "trainable": count(model.parameters(), trainable_only=True),
@@ -97,6 +105,8 @@ def parameter_groups(model: "Decoder") -> dict[str, int]:
         "input_trainable": count(by_group["input"], trainable_only=True),
         "body": count(by_group["body"]),
         "head": count(by_group["head"]),
+        "head_trainable": count(by_group["head"], trainable_only=True),
+        "token_specific_trainable": count(token_specific, trainable_only=True),
     }
 
 

@@ -51,10 +51,11 @@ from typing import Any, Mapping
 import torch
 
 from .accounting import block_params, body_params, flops_per_token, head_params
-from .config import resolve_input_references
+from .config import resolve_input_references, resolve_output_references
 from .errors import ConfigError
 from .inputs import build_input, input_trainable_params
 from .model import Decoder, ModelConfig, init_record
+from .outputs import build_output, check_output, is_default_output, output_flops_per_token, output_trainable_params
 
 __all__ = ["ModelSpec", "build_decoder", "build_model", "flop_matched_tokens", "init_record", "match_size",
            "resolve_input_references", "resolve_model", "trainable_params"]
@@ -75,10 +76,17 @@ class ModelSpec:
     input: Mapping[str, Any]
     size_record: Mapping[str, Any] = field(default_factory=dict)  # match_size's record ({} unmatched)
     flop_match: str | None = None
+    output: Mapping[str, Any] = field(default_factory=dict)  # the head's config, references resolved; {} = untied
+
+    def head_flops(self) -> int | None:
+        """The head's training FLOPs per token; None for the untied head (the formula's own 6 V d)."""
+        if is_default_output(self.output):
+            return None
+        return output_flops_per_token(self.output, self.config.vocab_size, self.config.d_model)
 
     def flops_per_token(self, seq_len: int) -> int:
         """Training FLOPs per token of the built model (accounting.flops_per_token's total)."""
-        return flops_per_token(self.config, seq_len)["total"]
+        return flops_per_token(self.config, seq_len, self.head_flops())["total"]
 
     def flop_matched_tokens(self, tokens: int, seq_len: int) -> int:
         """The training token budget: `tokens`, or with `flop_match: learned` the budget at which
@@ -95,18 +103,24 @@ class ModelSpec:
         return max(1, int(int(tokens) * ratio))
 
 
-def resolve_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any]) -> ModelSpec:
-    """The ModelSpec of a model preset and an input config whose references are resolved."""
-    input_cfg = dict(input_cfg)
+def resolve_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any],
+                  output_cfg: Mapping[str, Any] | None = None) -> ModelSpec:
+    """The ModelSpec of a model preset, an input config and an output config (None or {}: the
+    untied head), all with their references resolved."""
+    input_cfg, output_cfg = dict(input_cfg), dict(output_cfg or {})
+    check_output(output_cfg or {"type": "untied"}, input_cfg)
     preset = ModelConfig.from_mapping(model_cfg)
-    matched, size_record = match_size(preset, input_cfg)
-    return ModelSpec(preset, matched, input_cfg, size_record, flop_match_spec(input_cfg))
+    matched, size_record = match_size(preset, input_cfg, output_cfg)
+    return ModelSpec(preset, matched, input_cfg, size_record, flop_match_spec(input_cfg), output_cfg)
 
 
-def build_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any], seed: int | None = None) -> Decoder:
+def build_model(model_cfg: Mapping[str, Any], input_cfg: Mapping[str, Any], seed: int | None = None,
+                output_cfg: Mapping[str, Any] | None = None) -> Decoder:
     """A Decoder from stored configs (a checkpoint's, a probe's, a test's): references resolved,
-    then resolve_model and build_decoder. A job builds from its resolved spec instead."""
-    return build_decoder(resolve_model(model_cfg, resolve_input_references(input_cfg)), seed=seed)
+    then resolve_model and build_decoder. A job builds from its resolved spec instead. A stored
+    config's `output` (absent in records older than the axis: the untied head) goes to output_cfg."""
+    spec = resolve_model(model_cfg, resolve_input_references(input_cfg), resolve_output_references(output_cfg))
+    return build_decoder(spec, seed=seed)
 
 
 def build_decoder(spec: ModelSpec, seed: int | None = None) -> Decoder:
@@ -127,12 +141,13 @@ def build_decoder(spec: ModelSpec, seed: int | None = None) -> Decoder:
         input_layer.build_info.update(spec.size_record)  # reaches results.json via properties()
         if spec.flop_match:
             input_layer.build_info["flop_match"] = spec.flop_match
-        return Decoder(mcfg, input_layer, seed=seed)
+        head = build_output(spec.output, mcfg.vocab_size, mcfg.d_model, mcfg.init_std, input_layer)
+        return Decoder(mcfg, input_layer, seed=seed, head=head)
 
 
-def trainable_params(cfg: ModelConfig, input_trainable: int) -> int:
-    """Trainable count of a Decoder: input + body + untied head."""
-    return input_trainable + body_params(cfg) + head_params(cfg)
+def trainable_params(cfg: ModelConfig, input_trainable: int, head_trainable: int | None = None) -> int:
+    """Trainable count of a Decoder: input + body + head (None: the untied head's V x d)."""
+    return input_trainable + body_params(cfg) + (head_params(cfg) if head_trainable is None else head_trainable)
 
 
 def size_match_spec(input_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -154,7 +169,8 @@ def size_match_spec(input_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"target": target, "by": by, "tolerance": tol, "multiple_of": multiple}
 
 
-def match_size(model_cfg: ModelConfig, input_cfg: Mapping[str, Any]) -> tuple[ModelConfig, dict[str, Any]]:
+def match_size(model_cfg: ModelConfig, input_cfg: Mapping[str, Any],
+               output_cfg: Mapping[str, Any] | None = None) -> tuple[ModelConfig, dict[str, Any]]:
     """Return the preset adjusted per the input's size_match settings, and a flat record of it.
 
     Without size_match the preset comes back unchanged with an empty record. Only the body
@@ -166,14 +182,15 @@ def match_size(model_cfg: ModelConfig, input_cfg: Mapping[str, Any]) -> tuple[Mo
     V, d = model_cfg.vocab_size, model_cfg.d_model
     target = trainable_params(model_cfg, input_trainable_params({"type": "learned"}, V, d))
     own_input = input_trainable_params(input_cfg, V, d)
-    start = trainable_params(model_cfg, own_input)
+    own_head = None if is_default_output(output_cfg) else output_trainable_params(output_cfg, V, d)
+    start = trainable_params(model_cfg, own_input, own_head)
     deficit = target - start
     if deficit < 0:
         raise ConfigError("input.size_match", f"this input already has {start:,} trainable parameters, more than "
                           f"the learned baseline's {target:,}", "drop size_match for this input")
 
     def count(cfg: ModelConfig) -> int:
-        return trainable_params(cfg, own_input)
+        return trainable_params(cfg, own_input, own_head)
 
     def widen(cfg: ModelConfig, missing: int) -> ModelConfig:
         """Closest d_ff (a multiple of multiple_of) for `missing` extra parameters."""

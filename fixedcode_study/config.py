@@ -73,6 +73,15 @@ def resolve_input_references(input_cfg: Mapping[str, Any]) -> dict[str, Any]:
     return cfg
 
 
+def resolve_output_references(output_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The output config with `code: <conf/input variant>` replaced by that variant's settings
+    (references inside it resolved too); {} (the untied head) for a config without an output."""
+    cfg = dict(output_cfg or {})
+    if isinstance(cfg.get("code"), str):
+        cfg["code"] = resolve_input_references(load_option("input", cfg["code"], field="output.code"))
+    return cfg
+
+
 def override_key(line: str) -> str:
     """`+train.x=1` -> `train.x`; `hydra/launcher=slurm_gpu` -> `hydra/launcher`."""
     return line.split("=", 1)[0].lstrip("+~")

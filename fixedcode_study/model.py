@@ -2,8 +2,9 @@
 
 RMSNorm (pre-norm), rotary position embeddings (Llama's rotate-half convention, so weights map
 one-to-one onto Hugging Face's LlamaForCausalLM), SwiGLU MLP, causal attention through
-scaled_dot_product_attention, no biases, and an untied output head. The only part that differs
-between the study's variants is `self.input` (see the inputs package).
+scaled_dot_product_attention, no biases. Two parts are pluggable: `self.input` (token IDs -> input
+vectors, the inputs package), the part the study varies, and `self.head` (final hidden states ->
+logits, the outputs package), the paper's untied V x d projection unless `output=` asks otherwise.
 
 Shapes: B batch, T sequence, d d_model, H heads, Hkv key/value heads, D head dim, V vocabulary.
 
@@ -11,10 +12,11 @@ Init with common random numbers. Every random initial value is drawn from a torc
 its own *stream*, seeded from (seed, stream name) by a stable hash (`init_stream_seed`):
   input      the input interface's draws (a learned table; fixed codes draw nothing here)
   blocks.i   block i's matrices, in registration order: qkv, proj (attention), then gate_up, down
-  head       the output projection
+  head       the output head's draws (untied: its V x d matrix; fixed: P; bitchain: a, then m)
 (accounting.module_group's input / body / head, with the body split per block; the norms start
 at 1 and draw nothing.) No stream depends on another's shapes, so at one seed:
-  - every input variant on the same body shapes gets bitwise identical blocks and head;
+  - every input variant on the same body shapes gets bitwise identical blocks and head, and every
+    output head bitwise identical input and blocks;
   - a size-matched body shares the head and the attention weights of every block it has in common
     (attention is drawn before the MLP); a deeper one (size_match_by=n_layer) shares whole blocks
     0..n_layer-1 when d_ff is unchanged. A wider d_ff changes the MLP matrices' shapes, so those
@@ -35,6 +37,7 @@ from torch import nn
 
 from .inputs import InputInterface, init_normal_
 from .errors import ConfigError
+from .outputs import OutputHead, UntiedHead
 
 INIT_SCHEME = "per_group_generators"
 INIT_DERIVATION = "int.from_bytes(sha256(f'{seed}:{stream}').digest()[:8], 'little') & (2**63 - 1)"
@@ -200,9 +203,10 @@ class Block(nn.Module):
 
 
 class Decoder(nn.Module):
-    """input interface -> n_layer blocks -> RMSNorm -> untied head."""
+    """input interface -> n_layer blocks -> RMSNorm -> output head (untied unless given)."""
 
-    def __init__(self, cfg: ModelConfig, input_layer: InputInterface, seed: int | None = None):
+    def __init__(self, cfg: ModelConfig, input_layer: InputInterface, seed: int | None = None,
+                 head: OutputHead | None = None):
         """seed: the init seed (see the module docstring); None = torch.initial_seed()."""
         super().__init__()
         cfg.validate()
@@ -215,7 +219,7 @@ class Decoder(nn.Module):
         self.input = input_layer
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)  # never tied to the input
+        self.head = UntiedHead(cfg.vocab_size, cfg.d_model) if head is None else head
         cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -233,7 +237,7 @@ class Decoder(nn.Module):
             for p in block.parameters():  # qkv, proj, gate_up, down: attention before the MLP
                 if p.dim() == 2:
                     init_normal_(p, std, g)
-        init_normal_(self.head.weight, std, init_generator(self.init_seed, "head"))
+        self.head.reset_parameters(init_generator(self.init_seed, "head"), std)
 
     def init_record(self) -> dict[str, Any]:
         """results.json["init"]: {"scheme", "seed", "derivation", "groups": {stream: generator seed}}."""
@@ -249,12 +253,16 @@ class Decoder(nn.Module):
             raise ValueError(f"sequence length {T} exceeds model.max_seq_len={self.config.max_seq_len}")
         # Codes are computed in fp32; follow the weights' dtype when the model itself is cast
         # (model.to(bf16) for evaluation). Under autocast the weights stay fp32: a no-op.
-        x = self.input(idx).to(self.head.weight.dtype)  # (B, T, d)
+        x = self.input(idx).to(self.norm.weight.dtype)  # (B, T, d)
         cos, sin = self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype)
         for block in self.blocks:
             x = block(x, cos, sin)
         return self.norm(x)  # (B, T, d)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """idx (B, T) int64 -> logits (B, T, V)."""
-        return self.head(self.features(idx))  # (B, T, V)
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """idx (B, T) int64 -> logits (B, T, V); with targets (B, T), a teacher-forced head's
+        per-token NLL (B, T) in fp32 instead (head.teacher_forced: the bit chain), which never
+        forms the (B, T, V) logits."""
+        if targets is None:
+            return self.head(self.features(idx))  # (B, T, V)
+        return self.head.nll(self.features(idx), targets)  # (B, T)

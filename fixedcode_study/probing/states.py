@@ -146,7 +146,8 @@ def _fresh_model(subject: ProbeSubject) -> Decoder:
     if seed is None:
         raise ConfigError("checkpoint", f"{subject.final_dir / CHECKPOINT_CONFIG_FILE} records no seed",
                           "probe.snapshots=false for checkpoints without a seed")
-    return build_model(subject.config["model"], subject.config["input"], seed=seed)
+    return build_model(subject.config["model"], subject.config["input"], seed=seed,
+                       output_cfg=subject.config.get("output"))
 
 
 def init_model(subject: ProbedModel | ProbeSubject) -> ProbedModel:

@@ -79,6 +79,7 @@ def save_checkpoint(
             "model": _plain(model_cfg),
             "input": _plain(input_cfg),
             "input_props": model.input.properties(),
+            "output_props": model.head.properties(),
             **({k: _plain(v) if isinstance(v, DictConfig) else v for k, v in extra.items()} if extra else {}),
         }
         (tmp / CHECKPOINT_CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
@@ -140,7 +141,7 @@ def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "
     if config.get("format_version") != FORMAT_VERSION:
         raise ConfigError("checkpoint", f"format_version {config.get('format_version')} in {cfg_path}",
                           f"this code reads format {FORMAT_VERSION}")
-    model = build_model(config["model"], config["input"])
+    model = build_model(config["model"], config["input"], output_cfg=config.get("output"))  # no output: untied
     try:
         state = load_file(str(weights_path))
     except (SafetensorError, OSError) as err:

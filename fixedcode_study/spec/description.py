@@ -1,6 +1,6 @@
 """What `fixedcode describe` prints, computed from resolved job specs (no training).
 
-`describe(spec)` is one (model, input) combination as a dict: the architecture as built, parameter
+`describe(spec)` is one (model, input, output head) combination as a dict: the architecture as built, parameter
 groups, the input's properties, the init seeds, the recipe (tokens, steps, batch split, training
 FLOPs) and, for the controls, the size- and FLOP-matching figures. The model is built on the meta
 device (shapes only), so the 1.7B preset is instant. `ladder_markdown` (one row per model preset)
@@ -30,7 +30,7 @@ LADDER_INPUTS = {"learned": "learned", "fixed": FIXED_REFERENCE, "matched": MATC
 def recipe_summary(spec: JobSpec) -> dict[str, Any]:
     """Tokens, steps, batch split and training FLOPs of a job (describe, sweeps)."""
     plan, mcfg = spec.plan, spec.model.config
-    per_token = flops_per_token(mcfg, plan.seq_len)  # the built model's
+    per_token = flops_per_token(mcfg, plan.seq_len, spec.model.head_flops())  # the built model's, its head included
     total = per_token["total"] * plan.tokens  # the budget rounded up to whole steps
     return {
         "tokens_budget": int(spec.config["train"]["tokens"]),
@@ -64,6 +64,8 @@ def describe(spec: JobSpec) -> dict[str, Any]:
         "params": params,
         "input_table_share_of_trainable": params["input_trainable"] / params["trainable"],
         "input_props": props,
+        "output": spec.output_name,
+        "output_props": model.head.properties(),
         "init": model.init_record(),  # the per-stream generator seeds this run's init draws from
         "recipe": recipe_summary(spec),  # tokens, steps, batch split, training FLOPs
     }

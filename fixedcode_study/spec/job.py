@@ -26,8 +26,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ..build import ModelSpec, resolve_model
-from ..config import resolve_input_references
+from ..config import resolve_input_references, resolve_output_references
 from ..inputs import build_input
+from ..outputs import is_default_output
 from ..record.fingerprint import fingerprint
 from .evaluation import eval_settings, wants_eval
 from .plan import BatchPlan, plan_batch
@@ -75,6 +76,7 @@ class JobSpec:
     seed: int
     model_name: str
     input_name: str
+    output_name: str                # the head (conf/output): untied unless the job asked for another
     model: ModelSpec
     plan: BatchPlan
     validation_steps: tuple[int, ...]
@@ -100,7 +102,8 @@ class JobSpec:
         threads = resolve_threads(config["threads"])
         # Input variants that name another (init_code / rms_reference: binary16) take that variant's
         # settings as they are today; the fingerprint hashes them too (editing binary16.yaml changes them).
-        model = resolve_model(config["model"], resolve_input_references(config["input"]))
+        output = resolve_output_references(config.get("output"))
+        model = resolve_model(config["model"], resolve_input_references(config["input"]), output)
         plan = plan_batch(config, model)
         steps = validation_schedule(config["train"], plan.max_steps)
         check_input(model)
@@ -109,12 +112,17 @@ class JobSpec:
         eval_cfg = config["eval"]
         evaluation = eval_settings(eval_cfg) if wants_eval(eval_cfg) else None
         ckpt, trainer = config["checkpoint"], config["trainer"]
-        hashed = {**config, "input": dict(model.input)}
+        hashed = {**config, "input": dict(model.input), "output": dict(model.output)}
+        if is_default_output(model.output):
+            # The untied head is what every job computed before output= existed: hashing its name
+            # would move the fingerprint of every earlier job and stop reuse finding them.
+            hashed.pop("output")
         # train.compile=auto hashes what it resolved to: compiled kernels change the last bits.
         current = fingerprint(hashed, list(config["job_key_ignore"]), {**plan.identity(), "compile": compiled})
         return cls(
             name=str(config["name"]), seed=int(config["seed"]), model_name=str(config["model"]["name"]),
-            input_name=str(config["input"]["name"]), model=model, plan=plan, validation_steps=tuple(steps),
+            input_name=str(config["input"]["name"]), output_name=str((config.get("output") or {}).get("name", "untied")),
+            model=model, plan=plan, validation_steps=tuple(steps),
             runtime=RuntimeSpec(
                 # precision, accelerator, strategy and the bar are Trainer arguments that a conf/trainer
                 # file may leave to Lightning; these defaults are Lightning's own.

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..build import ModelSpec, resolve_input_references, resolve_model
+from ..config import resolve_output_references
 from ..errors import ConfigError
 
 __all__ = ["BatchPlan", "plan_batch", "world_size"]
@@ -96,7 +97,8 @@ def plan_batch(cfg: Mapping[str, Any], model: ModelSpec | None = None) -> BatchP
         raise ConfigError("train.grad_accum", f"{grad_accum} is below 1", "use grad_accum >= 1")
     tokens_per_step = per_micro_step * grad_accum
     if model is None:
-        model = resolve_model(cfg["model"], resolve_input_references(cfg["input"]))
+        model = resolve_model(cfg["model"], resolve_input_references(cfg["input"]),
+                              resolve_output_references(cfg.get("output")))
     # flop_match: learned (the controls' *_isoflop arms) trains on the budget with learned's training FLOPs
     tokens = model.flop_matched_tokens(int(t["tokens"]), seq_len)
     return BatchPlan(micro, seq_len, grad_accum, world, max(1, math.ceil(tokens / tokens_per_step)))

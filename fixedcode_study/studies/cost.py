@@ -19,8 +19,9 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from ..accounting import flops_per_token, parameter_groups
-from ..build import build_model
+from ..accounting import parameter_groups
+from ..build import build_decoder, resolve_model
+from ..config import resolve_input_references, resolve_output_references
 from ..errors import ConfigError
 from ..spec.plan import plan_batch
 from .study import Job, Study, launch_overrides
@@ -55,21 +56,24 @@ def job_facts(jobs: list[Job]) -> list[dict[str, Any]]:
     for job in jobs:
         model_cfg = OmegaConf.to_container(job.cfg.model, resolve=True)
         input_cfg = OmegaConf.to_container(job.cfg.input, resolve=True)
-        key = json.dumps([model_cfg, input_cfg], sort_keys=True, default=str)
+        output_cfg = OmegaConf.to_container(job.cfg.output, resolve=True) if "output" in job.cfg else None
+        key = json.dumps([model_cfg, input_cfg, output_cfg], sort_keys=True, default=str)
         if key not in cache:
             try:
+                spec = resolve_model(model_cfg, resolve_input_references(input_cfg), resolve_output_references(output_cfg))
                 with torch.device("meta"):
-                    model = build_model(model_cfg, input_cfg)
+                    model = build_decoder(spec)
             except ConfigError as err:  # name the job, keep the one-line "field: problem; fix" form
                 problem, _, fix = str(err)[len(err.field) + 2:].partition("; ")
                 raise ConfigError(err.field, f"{problem} (in job {job.job_dir.name})", fix) from None
-            cache[key] = (parameter_groups(model), model.config)  # model.config: as built, size-matched
-        params, arch = cache[key]
+            cache[key] = (parameter_groups(model), spec)  # spec.config: as built, size-matched
+        params, spec = cache[key]
         plan = plan_batch(job.cfg)  # the tokens the job trains: whole steps, flop-matched arms scaled
         tokens = plan.max_steps * plan.tokens_per_step
         facts.append({"job": job.job_dir.name, "model": job.cfg.model.name, "input": job.cfg.input.name,
+                      "output": job.cfg.output.name if "output" in job.cfg else "untied",
                       "trainable": params["trainable"], "tokens": tokens,
-                      "flops": tokens * flops_per_token(arch, int(job.cfg.train.seq_len))["total"]})
+                      "flops": tokens * spec.flops_per_token(int(job.cfg.train.seq_len))})
     return facts
 
 

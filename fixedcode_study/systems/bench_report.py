@@ -102,7 +102,7 @@ def state_only(cfgs: dict[str, DictConfig]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, cfg in cfgs.items():
         with torch.device("meta"):
-            model = build_model(cfg.model, cfg.input)
+            model = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output"))
         out[name] = accounting.adamw_state_bytes(model, accounting.optimizer_groups(model, cfg.optim))
     if "learned" in out:
         base = out["learned"]["total_bytes"]

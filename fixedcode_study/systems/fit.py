@@ -60,7 +60,7 @@ def build_subject_model(name: str, cfg: DictConfig, device: torch.device,
     model must not count)."""
     torch.manual_seed(int(cfg.seed))
     if name != REFERENCE:
-        model = build_model(cfg.model, cfg.input).to(device)
+        model = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output")).to(device)
         return model, model.config
     from transformers import LlamaForCausalLM
     from transformers.utils import logging as hf_logging
@@ -69,13 +69,13 @@ def build_subject_model(name: str, cfg: DictConfig, device: torch.device,
 
     hf_logging.disable_progress_bar()
     if same_weights:
-        source = build_model(cfg.model, cfg.input).to(device)
+        source = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output")).to(device)
         config = source.config
         hf = to_hf_llama(source)
         del source
     else:
         with torch.device("meta"):
-            shape = build_model(cfg.model, cfg.input)
+            shape = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output"))
         config = shape.config
         with torch.device(device):
             hf = LlamaForCausalLM(hf_llama_config(shape))

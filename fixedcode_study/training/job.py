@@ -39,7 +39,7 @@ from hydra.utils import instantiate
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig
 
-from ..accounting import flops_per_token, parameter_groups
+from ..accounting import parameter_groups
 from ..build import build_decoder
 from ..data.batches import TokenDataModule
 from ..data.prepare import prepare
@@ -100,6 +100,7 @@ def base_record(spec: JobSpec, job: JobDir, overrides: list[str]) -> dict[str, A
         "job_key": job.name,
         "job_dir": str(job.path.resolve()),
         "input": spec.input_name,
+        "output": spec.output_name,
         "seed": spec.seed,
         "model": spec.model_name,
         "code_width": spec.code_width,
@@ -359,8 +360,9 @@ def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, cu
         model = build_decoder(spec.model, seed=spec.seed)  # per-group generators (CRN)
         props = model.input.properties()
         params = parameter_groups(model)
-        rec.write(input_props=props, params=params, code_width=props.get("code_width"), init=model.init_record(),
-                  flops_per_token=flops_per_token(model.config, plan.seq_len)["total"])
+        rec.write(input_props=props, output_props=model.head.properties(), params=params,
+                  code_width=props.get("code_width"), init=model.init_record(),
+                  flops_per_token=spec.model.flops_per_token(plan.seq_len))
         if is_zero:
             if ckpt_path is not None:
                 rec.record["resumed_from_step"] = checkpoint_step(ckpt_path)
@@ -446,7 +448,8 @@ def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, cu
             # the configs as composed (an input naming another keeps the name): a load re-resolves them
             ckpt = save_checkpoint(job.final_checkpoint, final_model, spec.config["model"], spec.config["input"],
                                    prepared.tokenizer_path,
-                                   extra={"data": rec.record["data"], "data_config": spec.record_config()["data"],
+                                   extra={"output": spec.config.get("output"), "data": rec.record["data"],
+                                          "data_config": spec.record_config()["data"],
                                           "seed": spec.seed, "sweep": spec.name, "fingerprint": current["sha"]})
             rec.write(final=final, val_breakdown=val_breakdown, tokens_seen=tokens_seen, steps=steps,
                       checkpoint=str(ckpt.relative_to(job.path)),

@@ -115,8 +115,11 @@ class LanguageModelTask(L.LightningModule):
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         x, y = batch[:, :-1], batch[:, 1:]  # (B, T) each
-        logits = self.model(x)  # (B, T, V)
-        loss = self._mean_nll(logits, y)
+        if self.model.head.teacher_forced:  # the bit chain walks the target's path: no (B, T, V) logits
+            loss = self.model(x, y).mean()
+        else:
+            logits = self.model(x)  # (B, T, V)
+            loss = self._mean_nll(logits, y)
         # Summed as a tensor: no host sync per step; .item() only when logging.
         self._window_loss = self._window_loss.to(loss.device) + loss.detach().float()
         self._window_n += 1
@@ -183,8 +186,10 @@ class LanguageModelTask(L.LightningModule):
         # (B, T+1), (B,): weight 0 marks a rank's padding window; global window index and source label (B,)
         windows, weight, index, source = batch
         x, y = windows[:, :-1], windows[:, 1:]
-        logits = self.model(x)
-        nll = self._token_nll(logits, y)  # (B, T) fp32
+        if self.model.head.teacher_forced:
+            nll = self.model(x, y)  # (B, T) fp32
+        else:
+            nll = self._token_nll(self.model(x), y)  # (B, T) fp32
         w = weight.to(torch.float64)
         terms = (nll.double().sum(dim=1) * w, w * y.shape[1], self.token_bytes[y].sum(dim=1) * w)  # (B,) each
         # Row 0 is summed exactly as it always was (a sum of each contiguous (B,) term, then onto

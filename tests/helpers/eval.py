@@ -17,17 +17,17 @@ atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
 
 
 @functools.cache
-def trained_checkpoint(input_name: str = "learned") -> tuple[Path, Path]:
+def trained_checkpoint(input_name: str = "learned", output_name: str = "untied") -> tuple[Path, Path]:
     """(checkpoint dir, prepared data root) of a test_micro model trained for a few steps."""
     from fixedcode_study.data.prepare import prepare
     from fixedcode_study.config import compose as compose_config
     from fixedcode_study.training.job import train_job
 
     cfg = compose_config([
-        "model=test_micro", "logger=csv", f"input={input_name}", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",
+        "model=test_micro", "logger=csv", f"input={input_name}", f"output={output_name}", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",
         SMALL_VAL, f"data.cache_dir={_ROOT / 'cache'}", f"out_root={_ROOT / 'out'}",
     ])
-    job_dir = _ROOT / "out" / input_name
+    job_dir = _ROOT / "out" / (input_name if output_name == "untied" else f"{input_name}+{output_name}")
     record = train_job(cfg, job_dir)
     assert record["status"] == "completed"
     return job_dir / record["checkpoint"], prepare(cfg.data, progress=False).root

@@ -1,0 +1,173 @@
+"""The output-head axis (outputs package): untied, tied, fixed and the bit chain.
+
+What must hold for the study to compare heads: the bit chain is a proper distribution over exactly
+the V valid IDs; the table-free heads have no parameter of size V; a fixed code stays fixed through
+the real optimizer; at one seed every head leaves the input and the blocks bitwise alike (CRN);
+adding the axis moved no untied job's settings.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from fixedcode_study.accounting import module_group, parameter_groups
+from fixedcode_study.build import build_model
+from fixedcode_study.config import available
+from fixedcode_study.config import compose as compose_config
+from fixedcode_study.errors import ConfigError
+from fixedcode_study.outputs import BitChainHead, FixedCodeHead, TiedHead, UntiedHead
+from fixedcode_study.record.checkpoint import load_checkpoint
+from fixedcode_study.spec.job import JobSpec
+
+from helpers.eval import trained_checkpoint
+
+V_ODD = 1000  # not a power of two: the top of the code tree is partly empty
+HEADS = available("output")
+
+
+def build(output: str, input_name: str = "learned", *extra: str, seed: int = 1):
+    cfg = compose_config(["model=test_micro", f"input={input_name}", f"output={output}", *extra])
+    return build_model(cfg.model, cfg.input, seed=seed, output_cfg=cfg.output)
+
+
+def test_every_head_in_conf_builds_and_computes_logits_over_v():
+    assert {"untied", "tied", "fixed", "fixed_gaussian", "bitchain", "bitchain_gf2"} <= set(HEADS)
+    ids = torch.randint(0, 512, (2, 9))
+    for name in HEADS:
+        model = build(name)
+        assert model(ids).shape == (2, 9, 512), name
+
+
+@pytest.mark.parametrize("code", ["binary16", "gf2"])
+def test_bitchain_is_a_distribution_over_exactly_the_valid_ids(code):
+    model = build("bitchain", "learned", f"output.code={code}", f"model.vocab_size={V_ODD}")
+    head = model.head
+    assert isinstance(head, BitChainHead)
+    with torch.no_grad():
+        for p in head.parameters():  # away from init, so the test is not about a near-uniform chain
+            p.normal_(0, 0.5, generator=torch.Generator().manual_seed(0))
+        h = torch.randn(3, head.d_model, generator=torch.Generator().manual_seed(1))
+        logp = head(h)  # (3, V)
+        assert logp.shape == (3, V_ODD)
+        assert torch.allclose(logp.exp().sum(-1), torch.ones(3, dtype=logp.dtype), atol=1e-5)
+        # every one of the 2^16 patterns: the V valid codes carry all the mass, the rest exactly none
+        patterns = torch.tensor(list(itertools.product([0, 1], repeat=16)))  # (65536, 16)
+        valid = {tuple(map(int, row)) for row in (head.signs > 0).to(torch.int64)}
+        assert len(valid) == V_ODD
+        for i in range(3):
+            all_logp = head.code_log_probs(h[i], patterns)
+            is_valid = torch.tensor([tuple(map(int, p)) in valid for p in patterns])
+            assert torch.isinf(all_logp[~is_valid]).all() and (all_logp[~is_valid] < 0).all()
+            assert abs(all_logp[is_valid].exp().sum().item() - 1.0) < 1e-5
+        # teacher forcing is the full distribution's value at the target
+        targets = torch.tensor([0, 999, 517])
+        assert torch.allclose(head.nll(h, targets), -logp[torch.arange(3), targets], atol=1e-5)
+
+
+def test_gf2_chain_forces_bits_that_vary_but_are_determined_by_earlier_ones():
+    """At V = 512 the canonical code's bits 9-15 are constant, and the binary16 chain forces them.
+    The gf2 image of 0..511 is a 9-dim subspace: none of its bits is constant, yet after 9 free steps
+    (a linear code's pattern is the same for every ID) the other 7 follow from the first 9."""
+    plain, recoded = build("bitchain").head, build("bitchain_gf2").head
+    assert plain.properties()["forced_bits"] == list(range(9, 16))
+    assert plain.properties()["code_statistics"]["constant_bits"] == list(range(9, 16))
+    assert recoded.properties()["code_statistics"]["constant_bits"] == []
+    assert len(recoded.properties()["forced_bits"]) == 7
+    assert plain.free.sum(1).eq(9).all() and recoded.free.sum(1).eq(9).all()  # log2(512) choices per token
+
+
+@pytest.mark.parametrize("name", ["fixed", "fixed_gaussian", "bitchain", "bitchain_gf2"])
+def test_table_free_heads_have_no_parameter_of_size_v(name):
+    for input_name in ("binary16", "learned"):
+        model = build(name, input_name)
+        V = model.config.vocab_size
+        head_params = {k: p for k, p in model.named_parameters() if module_group(k) == "head"}
+        assert head_params and all(V not in p.shape for p in head_params.values()), name
+        groups = parameter_groups(model)
+        assert groups["token_specific_trainable"] == (0 if input_name == "binary16" else V * model.config.d_model)
+
+
+def test_parameter_and_flop_counts_from_shapes_match_the_built_heads():
+    from fixedcode_study.outputs import output_trainable_params
+    from fixedcode_study.config import resolve_output_references
+
+    for name in HEADS:
+        cfg = compose_config(["model=test_micro", f"output={name}"])
+        model = build_model(cfg.model, cfg.input, output_cfg=cfg.output)
+        counted = output_trainable_params(resolve_output_references(cfg.output), 512, 64)
+        assert parameter_groups(model)["head_trainable"] == counted, name
+
+
+def test_tied_head_is_the_input_table_and_adds_nothing():
+    model = build("tied")
+    assert isinstance(model.head, TiedHead)
+    assert not any(k.startswith("head.") for k in model.state_dict())
+    untied = build("untied")
+    assert parameter_groups(model)["trainable"] == parameter_groups(untied)["trainable"] - 512 * 64
+    h = torch.randn(4, 64)
+    assert torch.equal(model.head(h), h @ model.input.table.weight.T)
+
+
+@pytest.mark.parametrize("input_name", ["binary16", "gf2", "frozen_learned", "learned_lowdim"])
+def test_tied_without_a_trainable_table_is_one_line_naming_output(input_name):
+    with pytest.raises(ConfigError) as err:
+        JobSpec.from_cfg(compose_config([f"input={input_name}", "output=tied"]))
+    assert err.value.field == "output" and "\n" not in str(err.value) and "output=untied" in str(err.value)
+
+
+def test_a_bad_head_setting_names_its_field():
+    for overrides, field in [(["output=fixed", "output.scale=0"], "output.scale"),
+                             (["output=bitchain", "+output.scale=1"], "output.scale"),
+                             (["output=bitchain", "output.code=gaussian16"], "output.code"),
+                             (["output=fixed", "output.code=nonesuch"], "output.code"),
+                             (["output=untied", "output.type=softmax"], "output.type")]:
+        with pytest.raises(ConfigError) as err:
+            JobSpec.from_cfg(compose_config(overrides))
+        assert err.value.field == field, overrides
+
+
+def test_every_head_leaves_input_and_blocks_bitwise_alike_at_one_seed():
+    reference = {k: v for k, v in build("untied", "binary16").state_dict().items() if module_group(k) != "head"}
+    for name in [n for n in HEADS if n != "tied"]:
+        state = {k: v for k, v in build(name, "binary16").state_dict().items() if module_group(k) != "head"}
+        assert state.keys() == reference.keys()
+        assert all(torch.equal(v, reference[k]) for k, v in state.items()), name
+    learned = build("untied", "learned").state_dict()
+    tied = build("tied", "learned").state_dict()
+    assert all(torch.equal(v, learned[k]) for k, v in tied.items())  # the tied model is the untied minus its head
+
+
+def test_the_untied_default_keeps_its_settings_fingerprint():
+    """The axis enters a job's fingerprint only when it is not the untied head, so every earlier job
+    keeps its settings hash (and reuse finds it)."""
+    default = JobSpec.from_cfg(compose_config([]))
+    explicit = JobSpec.from_cfg(compose_config(["output=untied"]))
+    assert default.fingerprint["settings_sha"] == explicit.fingerprint["settings_sha"]
+    assert not any(k.startswith("output") for k in default.fingerprint["settings"])
+    tied = JobSpec.from_cfg(compose_config(["output=tied"]))
+    assert tied.fingerprint["settings"]["output.type"] == "tied"
+    gf2_chain = JobSpec.from_cfg(compose_config(["output=bitchain_gf2"]))
+    assert gf2_chain.fingerprint["settings"]["output.code.matrix_seed"] == 12345  # the code's settings, resolved
+
+
+@pytest.mark.parametrize("output", ["fixed", "bitchain"])
+def test_a_trained_table_free_head_keeps_its_code_and_reloads_exactly(output):
+    """Trained through the real job (AdamW over every parameter group): the fixed code is the code it
+    was built with, bit for bit, and the checkpoint rebuilds the head and its logits."""
+    ckpt_dir, _ = trained_checkpoint("binary16", output)
+    loaded = load_checkpoint(ckpt_dir).model
+    fresh = build(output, "binary16", "train.tokens=8192")
+    if output == "fixed":
+        assert isinstance(loaded.head, FixedCodeHead)
+        assert torch.equal(loaded.head.code, fresh.head.code)
+        assert not torch.equal(loaded.head.proj, fresh.head.proj)  # P did train
+    else:
+        assert torch.equal(loaded.head.signs, fresh.head.signs) and torch.equal(loaded.head.free, fresh.head.free)
+        assert not torch.equal(loaded.head.pair_weight, fresh.head.pair_weight)
+    ids = torch.randint(0, 512, (2, 7))
+    with torch.no_grad():
+        logp = torch.log_softmax(loaded(ids).float(), -1)
+    assert torch.allclose(logp.exp().sum(-1), torch.ones(2, 7), atol=1e-5)
