@@ -33,6 +33,7 @@ from .tables.breakdown import PREFIX as BREAKDOWN_PREFIX, TITLES as BREAKDOWN_TI
 from .tables.breakdown import title as breakdown_title
 from .figures.breakdown import STEM as BREAKDOWN_FIGURE, breakdown_figure
 from .tables.code import code_table, constant_bit_warnings
+from .tables.heads import heads_table
 from .tables.compare import comparison_table, compute
 from .tables.eval import eval_table
 from .tables.findings import findings_lines
@@ -182,6 +183,9 @@ def build_tables(study, options: ReportOptions) -> Built:
         codes = code_table(study)
         if codes is not None:
             made["code_properties"] = codes
+        heads = heads_table(study)
+        if heads is not None:
+            made["output_heads"] = heads
         built.warnings = constant_bit_warnings(study)
         made["params"] = tables.params_table(study)
         add_breakdown_tables(built, options)
@@ -246,6 +250,7 @@ def _section(title: str, table: Table) -> list[str]:
 TITLES = {"main_results": "Main results", "eval_results": "Downstream evaluation",
           "tuned_lr": "Tuning grid (learning rate per arm)", "comparisons": "Comparisons",
           "matrix_seed_variance": "Matrix vs seed variance", "code_properties": "Code properties",
+          "output_heads": "Output heads",
           "params": "Parameter accounting",
           "reference": "Published reference numbers (published, not produced here)"}
 PROBE_TITLES = {"probes_identity": "Token identity per layer", "probes_geometry": "Geometry per layer",
@@ -378,6 +383,7 @@ def report_markdown(study, built: Built, made: list[FigureFile], options: Report
 
 
 OUR_TABLES = ("main_results", "eval_results", "comparisons", "tuned_lr", "matrix_seed_variance", "code_properties",
+              "output_heads",
               "params", "reference", "excluded_jobs", "jobs", "diff_vs_learned", *PROBE_TITLES)
 OUR_FIGURES = ("val_ppl_vs_tokens", "train_loss", "eval_metrics", "final_vs_code_width", "final_vs_scale",
                "final_vs_model_params", "gap_vs_tokens", "gap_vs_model_size", "tuned_lr", *PROBE_FIGURES)

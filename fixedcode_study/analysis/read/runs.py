@@ -110,6 +110,8 @@ def job_record(results: dict, run: str, job_dir: Path) -> dict:
         "sweep": results.get("sweep") or job_dir.parent.name,
         "job_key": results.get("job_key") or job_dir.name,
         "input": results.get("input"),
+        # the output head (conf/output); records older than the axis had the untied head
+        "output": results.get("output") or "untied",
         "model": results.get("model"),
         "seed": results.get("seed"),
         "code_width": results.get("code_width"),
@@ -128,7 +130,7 @@ def job_record(results: dict, run: str, job_dir: Path) -> dict:
         "reused_from": (results.get("reused_from") or {}).get("job_dir") if isinstance(
             results.get("reused_from"), dict) else None,
     }
-    for section in ("input_props", "params", "data", "final", "init"):
+    for section in ("input_props", "output_props", "params", "data", "final", "init"):
         value = results.get(section)
         flatten(section, value if isinstance(value, dict) else {}, rec)
     rec["reason"] = exclusion_reason(results)
@@ -392,7 +394,8 @@ def setting_notes(configs: dict[str, dict], jobs: pd.DataFrame, labelled: tuple[
     included = jobs[jobs["included"]]
     for (model, data), group in included.groupby(["model", "data"], dropna=False):
         flat = [configs.get(run, {}) for run in group["run"]]
-        if len(flat) >= 2 and any(flat) and (differing := _differing_keys(flat, ("input.", "input_props.", *labelled))):
+        if len(flat) >= 2 and any(flat) and (differing := _differing_keys(
+                flat, ("input.", "input_props.", "output.", "output_props.", *labelled))):
             notes.append(f"jobs compared within model={model}, data={data} differ in settings other than the input "
                          f"variant and seed: {_shown(differing)}; differences between rows may reflect these")
     return notes

@@ -10,7 +10,9 @@ do not define a design choice are never used to split rows:
 - props fully determined by a prop already in the label (e.g. tile_factor by code_width).
 Optimizer settings a tuning sweep varies (optim.lr, optim.warmup_*: TUNED_PREFIXES) also name a
 variant when they vary within one input, e.g. ``gf2 (lr=0.001)``; ``arm`` is the label without
-them (the arm a learning-rate selection picks the best of).
+them (the arm a learning-rate selection picks the best of). The output head (``output``, results.json
+"output") names a variant when it varies within one input, e.g. ``binary16 (output=bitchain)``; the
+untied head, the paper's and the default, sorts first and so is the input's plain variant.
 
 Order (``variant_order``) follows meaning, not the alphabet: the learned baseline, then the
 fixed codes, then controls by family (FAMILIES), unknown inputs last; within an input, by the
@@ -111,6 +113,23 @@ def format_value(value) -> str:
     return str(value)
 
 
+OUTPUT = "output"
+DEFAULT_OUTPUT = "untied"
+# Reading order of the heads (conf/output): the paper's, the token-specific alternative, then the
+# table-free heads from the one that keeps a projection to the exact chain; unknown heads after.
+OUTPUT_ORDER = ("untied", "tied", "fixed", "fixed_gaussian", "bitchain", "bitchain_gf2")
+
+
+def _output_key(value) -> tuple:
+    name = str(value)
+    return (0, float(OUTPUT_ORDER.index(name)), "") if name in OUTPUT_ORDER else (1, 0.0, name)
+
+
+def output_columns_for(jobs: pd.DataFrame) -> list[str]:
+    """["output"] when the jobs of one input ran with more than one output head, else []."""
+    return [OUTPUT] if OUTPUT in jobs and _hashable(jobs[OUTPUT]).nunique() > 1 else []
+
+
 def tuned_columns_for(jobs: pd.DataFrame) -> list[str]:
     """Tuning settings (job columns from the config) that take more than one value in ``jobs``."""
     return [c for c in jobs.columns if c.startswith(TUNED_PREFIXES) and _hashable(jobs[c]).nunique() > 1]
@@ -145,14 +164,15 @@ def assign_variants(jobs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
     arms = pd.Series(index=jobs.index, dtype=object)
     order_keys = {}
     for input_name, group in jobs.groupby("input", sort=False):
-        props = label_props_for(group)
+        props = label_props_for(group) + output_columns_for(group)
         tuned = tuned_columns_for(group)
         label_props[input_name] = props + tuned
         for idx, row in group.iterrows():
             labels[idx] = variant_label(input_name, row, props + tuned)
             arms[idx] = variant_label(input_name, row, props)
             order_keys[labels[idx]] = (family_rank(input_name), input_name,
-                                       tuple(_sort_key(row[p]) for p in props + tuned))
+                                       tuple(_output_key(row[p]) if p == OUTPUT else _sort_key(row[p])
+                                             for p in props + tuned))
     jobs["variant"] = labels.astype(str)
     jobs["arm"] = arms.astype(str)
     jobs["family"] = jobs["input"].map(family_of)

@@ -83,6 +83,9 @@ def results_from_wandb(name: str, group: str | None, state: str, config: Mapping
         "job_key": name.rpartition("/")[2],
         "input": _first(input_node, "name", "type", default=input_name_if_plain),
         "input_props": input_props,
+        # the output head (conf/output); runs older than the axis had the untied head
+        "output": _first(config.get("output") if isinstance(config.get("output"), dict) else {}, "name",
+                         default=config.get("output") if isinstance(config.get("output"), str) else "untied"),
         "seed": config.get("seed"),
         "model": model_node.get("name") if isinstance(model_node, dict) else model_node,
         "code_width": input_props.get("code_width"),

@@ -2,7 +2,7 @@
 
 summary.py (final metrics, parameters, excluded jobs), eval.py (lm-eval, with reference rows),
 compare.py (comparisons with verdicts), findings.py (the Findings
-sentences, from the verdicts), tuned.py, variance.py, code.py (code properties),
+sentences, from the verdicts), tuned.py, variance.py, code.py (code properties), heads.py (output heads),
 probes.py, reference.py (the paper's numbers and chance levels, reference_results.csv);
 render.py writes a Table, numfmt.py gives every metric one precision.
 """

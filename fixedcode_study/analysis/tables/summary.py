@@ -88,30 +88,41 @@ def main_table(study) -> tuple[Table, dict[str, int]]:
 def params_table(study) -> Table:
     jobs = study.included_jobs
     context = context_columns(study.jobs)
-    cols = [c for c in ("params.total", "params.trainable", "params.input_trainable") if c in jobs]
+    heads = "output" in jobs and (jobs["output"] != "untied").any()  # an output-head study: show the head too
+    counted = ("params.total", "params.trainable", "params.input_trainable",
+               *(("params.head_trainable", "params.token_specific_trainable") if heads else ()))
+    cols = [c for c in counted if c in jobs]
     grouped = jobs.groupby(context + ["variant", "variant_order", "input"], sort=False, dropna=False)
     data = grouped[cols].first().reset_index() if cols else grouped.size().reset_index()[context + ["variant"]]
     data["n_jobs"] = grouped.size().values
     data["runs"] = grouped["run"].agg(lambda r: ";".join(sorted(r))).values
     if "params.trainable" in data:
         data["params_vary_across_seeds"] = grouped["params.trainable"].nunique().values > 1
-        learned = data[data["input"] == BASELINE].groupby(context, dropna=False)["params.trainable"].first()
+        # the baseline variant: the learned input's plain variant (its untied head sorts first)
+        learned = (data[data["input"] == BASELINE].sort_values("variant_order", kind="stable")
+                   .groupby(context, dropna=False)["params.trainable"].first())
         base = data.set_index(context).index.map(lambda k: learned.get(k, np.nan))
         data["trainable_removed_share"] = 1.0 - data["params.trainable"].to_numpy() / np.asarray(base, dtype=float)
     data = sort_rows(data, study.jobs)
     shown = shown_context(study.jobs)
+    head_cols = [c for c in ("params.head_trainable", "params.token_specific_trainable") if c in cols]
     columns = shown + ["input variant", "total params", "trainable", "input-trainable",
-                       "trainable removed vs learned"]
+                       *(["head-trainable", "token-specific trainable"][:len(head_cols)]), "trainable removed vs learned"]
+    baseline_order = data.loc[data["input"] == BASELINE, "variant_order"].min() if (data["input"] == BASELINE).any() else None
     rows = []
     for d in data.to_dict("records"):
         share = d.get("trainable_removed_share", np.nan)
-        share_text = "baseline" if d["input"] == BASELINE else (
+        is_base = d["input"] == BASELINE and d["variant_order"] == baseline_order
+        share_text = "baseline" if is_base else (
             "n/a (no learned run)" if not np.isfinite(share) else f"{100 * share:.2f} %")
         rows.append([str(d[c]) for c in shown] + [d["variant"]] +
                     [numfmt.integer(d.get(c, np.nan)) for c in ("params.total", "params.trainable",
-                                                                 "params.input_trainable")] + [share_text])
+                                                                 "params.input_trainable", *head_cols)] + [share_text])
     caption = ("Parameter accounting per variant (from results.json params). Trainable removed = "
-               "1 − trainable(variant) / trainable(learned, same model).")
+               "1 − trainable(variant) / trainable(learned, same model)."
+               + (" Head-trainable: the output head's own parameters (a tied head owns none: its table is the "
+                  "input's); token-specific: trainable parameters in tensors with a dimension of size V."
+                  if head_cols else ""))
     numeric = set(range(len(shown) + 1, len(columns)))
     return Table("params", caption, columns, rows, data.drop(columns=["variant_order"]), set(), numeric)
 
