@@ -19,6 +19,10 @@ damp the rest. Schedule "sequential": one pass, all steps of each model in one f
 Memory: after all timing (the CPU meter makes small allocations slower), each model built fresh and
 alone (the HF model without the model it is converted from), under systems.meters.PeakMemory.
 
+Single calls (`interleaved_calls`, the head bench): when each timed unit is one function call, not a
+fit, the calls of all subjects alternate within one process: an untimed warm-up call of each, then
+`repeats` rounds in order and reversed in turn (A B C, C B A, ...), so load drift hits all alike.
+
 Jobs side by side (`--jobs N`, CPU): N spawned processes with cores/N threads each, started
 together, each timing its own fit of the same model; their tokens/s summed is what a parallel sweep
 gets (hydra/launcher=parallel).
@@ -34,6 +38,7 @@ import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -168,6 +173,23 @@ def memory_pass(chosen: list[Subject], device: torch.device, batch: torch.Tensor
         del fit
         gc.collect()
     return meter.kind, peaks
+
+
+def interleaved_calls(calls: Mapping[str, Callable[[], dict[str, float]]], repeats: int, warmup: int = 1
+                      ) -> dict[str, dict[str, list[float]]]:
+    """Per subject, per phase: the seconds of each timed call. Each call times its own phases and
+    returns {phase: seconds}; `warmup` untimed calls of every subject first (first-use allocations,
+    the optimizer's moments), then `repeats` rounds alternating the order (abba over calls)."""
+    names = list(calls)
+    for _ in range(warmup):
+        for name in names:
+            calls[name]()
+    times: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    for r in range(repeats):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            for phase, seconds in calls[name]().items():
+                times[name].setdefault(phase, []).append(seconds)
+    return times
 
 
 # -- jobs side by side -----------------------------------------------------------------------------
