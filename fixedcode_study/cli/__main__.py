@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "pretokenize": ("fixedcode_study.cli.pretokenize", "main", "tokenize a large corpus into shards"),
     "bench": ("fixedcode_study.cli.bench", "main", "step time, memory and MFU per input interface"),
     "bench-input": ("fixedcode_study.cli.bench_input", "main", "the input interface alone: time and memory"),
+    "bench-output": ("fixedcode_study.cli.bench_output", "main", "each output head: alone at paper width and in the model"),
     "eval-tasks": ("fixedcode_study.cli.eval_tasks", "main", "task YAMLs for lm_eval --include_path"),
     "lm-eval": ("fixedcode_study.cli.lm_eval_model", "cli", "lm-eval's own CLI with the `fixedcode` model"),
 }
