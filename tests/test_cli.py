@@ -109,6 +109,8 @@ BAD = [(verb, ["--no-such-option"], "--no-such-option") for verb in COMMANDS if 
     ("eval-tasks", ["OUT", "--tasks", "hellaswag", "--colour", "red"], "--colour"),
     ("bench", ["--steps", "many"], "steps"),
     ("bench-input", ["--repeats", "many"], "repeats"),
+    ("bench-output", ["--repeats", "many"], "repeats"),
+    ("bench-output", ["--outputs", "untied,bitchian"], "outputs"),
 ]
 
 
