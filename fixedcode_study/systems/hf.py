@@ -11,7 +11,8 @@ model computes the same function: `embed_tokens.weight[i] = input(i)`.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from types import SimpleNamespace
+from typing import Any, ClassVar
 
 import torch
 
@@ -95,6 +96,10 @@ class HFCausalLM(torch.nn.Module):
     """
 
     ATTR = "hf"
+    # What LanguageModelTask reads of Decoder.head (outputs.OutputHead.teacher_forced): HF's head is
+    # the untied lm_head, trained through (B, T, V) logits. A plain class attribute, not a module:
+    # no parameters, nothing in the state_dict.
+    head: ClassVar[Any] = SimpleNamespace(teacher_forced=False)
     optimizer_group_prefixes: ClassVar[dict[str, str]] = {"input": f"{ATTR}.model.embed_tokens.", "head": f"{ATTR}.lm_head."}
 
     def __init__(self, hf):
