@@ -123,13 +123,15 @@ def build_head(cfg: DictConfig, vocab_size: int, d_model: int, device: torch.dev
     output = resolve_output_references(cfg.get("output"))
     table_cfg = {"name": "learned", "type": "learned"}  # what a tied head needs; the others ignore it
     check_output(output or {"type": "untied"}, table_cfg)
-    with torch.random.fork_rng(devices=[]):
+    tied = (output or {}).get("type") == "tied"
+    with torch.random.fork_rng(devices=[]), torch.device("cpu" if tied else "meta"):  # only a tied head reads it
         table = build_input(resolve_input_references(table_cfg), vocab_size, d_model, std)
+    with torch.random.fork_rng(devices=[]):
         head = build_output(output, vocab_size, d_model, std, table)
     g = torch.Generator().manual_seed(int(cfg.seed))
     head.reset_parameters(g, std)
     written = list(head.parameters())
-    if head.kind == "tied":
+    if tied:
         assert isinstance(table, LearnedEmbedding)
         table.reset_parameters(g)
         written = list(table.parameters())
