@@ -24,8 +24,8 @@ its own layer or below; tests/test_layout.py enforces it):
     cli/           the front door: one thin module per command and the `fixedcode` dispatcher
 
 Commands (`fixedcode <command>`, cli/__main__.py's COMMANDS table): run, sweep, describe, evaluate,
-probe, analyze, export, generate, pretokenize, bench, bench-input, eval-tasks, lm-eval. Each is also
-`python -m fixedcode_study.<module>` (the aliases beside this file) and the script
+probe, analyze, export, generate, pretokenize, bench, bench-input, bench-output, eval-tasks, lm-eval.
+Each is also `python -m fixedcode_study.<module>` (the aliases beside this file) and the script
 `fixedcode-<command>`; `python -m analysis` works from a checkout.
 """
 
