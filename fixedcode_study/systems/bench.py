@@ -117,6 +117,10 @@ def preflight(cfgs: dict[str, DictConfig], options: BenchOptions, reference_conf
         if reference is None:
             raise ConfigError("reference_config", "the HF reference is converted from the learned config",
                               "pass the learned config (cli/bench.py composes it) or no_reference=true")
+        head = (reference.get("output") or {}).get("type", "untied")
+        if head != "untied":  # LlamaForCausalLM's lm_head is a V x d matrix: only the untied head maps onto it
+            raise ConfigError("output", f"the HF LlamaForCausalLM reference has an untied head, not output={head}",
+                              "bench other heads with no_reference=true (--no-reference), or compare heads with bench-output")
     return device, chosen, reference, resolve_schedule(options.schedule, options.steps)
 
 
