@@ -6,11 +6,13 @@
 checkpoint= is a job directory, its checkpoints/final folder, or one of our exports whose source
 checkpoint is here and unchanged, which is then exported again from it (hub/source.py: the same
 rule as generate, evaluate, probe and lm-eval; an export copied elsewhere is refused). The result
-is a Hugging Face folder: a learned-input model is a plain LlamaForCausalLM; a fixed-code model
-carries modeling_fixedcode.py (config.json `auto_map`) and loads with `trust_remote_code=True`,
-offline, with no V x d input tensor in its weights. Before the folder is put in place it is loaded back through transformers
-and its logits (and, for a fixed code, its input for every token ID) are checked against the
-workbench model (verify=false skips that). The work is hub/export.py's.
+is a Hugging Face folder: a learned-input model with the untied or tied head is a plain
+LlamaForCausalLM; a fixed-code input or a table-free head (output=fixed, bitchain) carries
+modeling_fixedcode.py (config.json `auto_map`) and loads with `trust_remote_code=True`, offline,
+with no V x d input tensor in its weights (and, for a table-free head, no V x d head tensor). Before
+the folder is put in place it is loaded back through transformers and its logits (and, for a fixed
+code, its input for every token ID; for a table-free head, its code or chain tables) are checked
+against the workbench model (verify=false skips that). The work is hub/export.py's.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ def export(values: dict[str, Any], _overrides: list[str]) -> int:
     inputs = ", ".join(f"{k} {v}" for k, v in exported.input_tensors.items()) or "none (computed from the ID)"
     checked = ("not checked (verify=false)" if exported.max_abs_logit_diff is None
                else f"logits equal the workbench model's (max |diff| {exported.max_abs_logit_diff:.1e})")
-    print(f"[export] {exported.architecture} -> {exported.path}\n  input tensors: {inputs}\n  {checked}")
+    head = ", ".join(f"{k} {v}" for k, v in (exported.head_tensors or {}).items()) or "none (tied to the input table)"
+    print(f"[export] {exported.architecture} -> {exported.path}\n  input tensors: {inputs}\n"
+          f"  {exported.head} head tensors: {head}\n  {checked}")
     return 0
 
 

@@ -5,17 +5,22 @@
 The folder holds model.safetensors, config.json, generation_config.json, the tokenizer
 (tokenizer.json + tokenizer_config.json, end-of-text as bos/eos/pad) and a model card (README.md,
 card.py). The two kinds:
-- learned input (a V x d table): a plain `LlamaForCausalLM`, loadable without remote code;
-- every other input: `FixedCodeLlamaForCausalLM` from modeling_fixedcode.py, copied into the folder
-  and named in config.json's `auto_map` (with its base model for AutoModel), so `trust_remote_code=True`
-  loads it offline. Its weights hold no (V, d) input tensor; the code is described in config.json
-  (`input_code`). config.json says `model_type: llama`, so AutoTokenizer loads the tokenizer with no
-  remote code and no prompt (modeling_fixedcode.py's docstring: why, and the guard that keeps a plain
-  Llama from loading the weights).
+- learned input (a V x d table) with the untied or the tied head: a plain `LlamaForCausalLM`
+  (tied: `tie_word_embeddings=True`, the table under both names), loadable without remote code;
+- every other model (a fixed-code input, or a table-free head: fixed, bitchain):
+  `FixedCodeLlamaForCausalLM` from modeling_fixedcode.py, copied into the folder and named in
+  config.json's `auto_map` (with its base model for AutoModel), so `trust_remote_code=True` loads it
+  offline. Its weights hold no (V, d) input tensor; the input code is described in config.json
+  (`input_code`), the head in `output_head` (its code described the same way, `head_code_spec`).
+  config.json says `model_type: llama`, so AutoTokenizer loads the tokenizer with no remote code and
+  no prompt (modeling_fixedcode.py's docstring: why, and the guard that keeps a plain Llama from
+  loading the weights).
 generation_config.json sets the special tokens only: no max_length, so `generate(max_new_tokens=...)`
 is not told that both were set, and the defaults are transformers' own for any Llama.
 Checked, not assumed: before the folder is renamed into place, it is loaded back through
-transformers' Auto classes and its logits must equal the workbench model's (`verify`).
+transformers' Auto classes and its logits must equal the workbench model's (`verify`), and every
+constant the modeling file computes (the input code, a fixed head's C, the bit chain's signs and
+free steps) must equal the workbench model's bit for bit.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from ..data.tokenizer import end_of_text_id
 from ..errors import ConfigError
 from ..inputs import FixedBinaryCode, FixedCode, GF2Code, LearnedEmbedding, LearnedLowDim, WideCode
 from ..model import Decoder
+from ..outputs import BitChainHead, FixedCodeHead, TiedHead, UntiedHead, is_default_output
 from ..record.atomic import atomic_dir
 from ..record.checkpoint import EXPORT_META, Checkpoint, load_checkpoint  # EXPORT_META: config.json key naming the source
 from ..record.jobdir import JobDir
@@ -50,6 +56,8 @@ class Exported:
     architecture: str           # LlamaForCausalLM | FixedCodeLlamaForCausalLM
     input_tensors: dict[str, tuple[int, ...]]  # every model.embed_tokens.* tensor written (not the empty placeholder)
     max_abs_logit_diff: float | None
+    head: str = "untied"        # the output head's type (outputs/: untied, tied, fixed, bitchain)
+    head_tensors: dict[str, tuple[int, ...]] | None = None  # every lm_head.* tensor written (not the placeholder)
 
 
 def _rows(matrix: torch.Tensor) -> list[str]:
@@ -91,21 +99,61 @@ def input_code_spec(inp: Any) -> tuple[dict[str, Any] | None, dict[str, torch.Te
     return spec, buffers
 
 
+def head_code_spec(head: Any) -> tuple[dict[str, Any] | None, dict[str, torch.Tensor]]:
+    """(config.output_head, extra lm_head.* weights) of an output head; (None, {}) for untied and tied
+    (LlamaForCausalLM's own lm_head). The head's code is described as an input code is
+    (input_code_spec on the head's own code object, built from the resolved `output.code` by the
+    inputs package), with the value set and scale the head applies:
+    - fixed: C = code values x the head's scale (match_head or the number), which need not be the
+      code's input scale; a table code (Gaussian, random extra bits) stores C itself, already scaled.
+      Computed from the description rather than stored for bit codes, as the input is: the folder then
+      holds no V-sized output tensor at all, and verify_export checks the computed C against the
+      workbench head's buffer bit for bit (+-1 or 0 times one fp32 scale is exact either way).
+    - bitchain: the bits themselves (values '01', scale 1): the chain reads bits, whatever value set
+      the code has as an input; a table code stores the (V, K) bits."""
+    if isinstance(head, (UntiedHead, TiedHead)):
+        return None, {}
+    if not isinstance(head, (FixedCodeHead, BitChainHead)):
+        raise ConfigError("checkpoint", f"output head type {head.kind!r} has no export",
+                          "export a model with an untied, tied, fixed or bitchain head")
+    spec, buffers = input_code_spec(head._code)  # the head's code object (outputs/: not a submodule)
+    if spec is None or spec.get("kind") not in ("bits", "table"):
+        raise ConfigError("checkpoint", f"the {head.kind} head's code {head.code_label!r} has no export",
+                          "export a head over a fixed binary or Gaussian code")
+    if isinstance(head, FixedCodeHead):
+        if spec["kind"] == "table":
+            buffers["code_values"] = head.code.detach().float().cpu().contiguous()  # C, scaled
+            spec["scale"] = 1.0
+        else:
+            spec["scale"] = float(head.scale)
+    else:
+        spec["values"], spec["scale"] = "01", 1.0
+        if spec["kind"] == "table":
+            buffers["code_values"] = torch.from_numpy(head._code.all_bits()).float().contiguous()
+    spec["source"] = head.code_label
+    return {"kind": head.kind, "code": spec}, buffers
+
+
 def hf_model(model: Decoder):
-    """The transformers model (fp32, eval) computing what `model` computes, input included."""
+    """The transformers model (fp32, eval) computing what `model` computes, input and head included."""
     from transformers import LlamaForCausalLM
 
     spec, buffers = input_code_spec(model.input)
+    head_spec, head_buffers = head_code_spec(model.head)
+    if isinstance(model.head, TiedHead) and spec is not None:  # outputs/ refuses it at build; said again here
+        raise ConfigError("checkpoint", "a tied head needs a learned input table", "export an untied model")
     base = hf_llama_config(model)
     state = hf_state_dict(model)
-    if spec is None:
+    if spec is None and head_spec is None:
         hf = LlamaForCausalLM(base)
     else:
-        config = modeling_fixedcode.FixedCodeLlamaConfig(input_code=spec, **base.to_dict())
+        config = modeling_fixedcode.FixedCodeLlamaConfig(input_code=spec, output_head=head_spec, **base.to_dict())
         config.architectures = ["FixedCodeLlamaForCausalLM"]
         hf = modeling_fixedcode.FixedCodeLlamaForCausalLM(config)
-        del state["model.embed_tokens.weight"]  # the materialised (V, d) table is exactly what is not exported
-        state.update({f"model.embed_tokens.{k}": v for k, v in buffers.items()})
+        if spec is not None:
+            del state["model.embed_tokens.weight"]  # the materialised (V, d) table is exactly what is not exported
+            state.update({f"model.embed_tokens.{k}": v for k, v in buffers.items()})
+        state.update({f"lm_head.{k}": v for k, v in head_buffers.items()})
     hf.config.update({"bos_token_id": None, "eos_token_id": None, "pad_token_id": None})  # set by export
     missing, unexpected = hf.load_state_dict(state, strict=False)
     missing = [m for m in missing if "rotary_emb" not in m]
@@ -145,11 +193,12 @@ def verify_export(folder: Path, model: Decoder, trust_remote_code: bool) -> floa
     T = min(c.max_seq_len, 32)
     ids = torch.randint(0, c.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
     ids[0, :2] = torch.tensor([0, c.vocab_size - 1])  # both ends of the vocabulary
-    device = model.head.weight.device
+    device = model.norm.weight.device
     with torch.no_grad():
         ours = model(ids.to(device)).float().cpu()
         theirs = loaded(ids).logits.float()
     diff = float((ours - theirs).abs().max())
+    _verify_head(loaded, model)
     if not isinstance(model.input, LearnedEmbedding):  # the code itself, every ID, bit for bit
         with torch.no_grad():
             for start in range(0, c.vocab_size, 4096):
@@ -161,6 +210,29 @@ def verify_export(folder: Path, model: Decoder, trust_remote_code: bool) -> floa
         raise RuntimeError(f"the exported model's logits differ from the workbench model's by {diff:.3g} "
                            f"(> {VERIFY_ATOL}); nothing was written")
     return diff
+
+
+def _verify_head(loaded: Any, model: Decoder) -> None:
+    """The head's constants as the loaded folder computes them equal the workbench model's bit for
+    bit, and a tied folder really is tied (one tensor under both names)."""
+    head, theirs = model.head, loaded.lm_head
+    with torch.no_grad():
+        if isinstance(head, TiedHead):
+            if theirs.weight.data_ptr() != loaded.model.embed_tokens.weight.data_ptr():
+                raise RuntimeError("the exported tied model loads with an lm_head separate from its input table; "
+                                   "nothing was written")
+            checks = {}
+        elif isinstance(head, FixedCodeHead):
+            checks = {"code C": (head.code.float().cpu(), theirs.code_matrix().float())}
+        elif isinstance(head, BitChainHead):
+            signs, free, pair_j, pair_to_bit = theirs.chain_tables()
+            checks = {"signs": (head.signs.cpu(), signs), "free steps": (head.free.cpu(), free),
+                      "pair indices": (head.pair_j.cpu(), pair_j), "pair-to-bit map": (head.pair_to_bit.cpu(), pair_to_bit)}
+        else:
+            checks = {}
+    for what, (ours, exported) in checks.items():
+        if ours.shape != exported.shape or not torch.equal(ours, exported.to(ours.dtype)):
+            raise RuntimeError(f"the exported {head.kind} head's {what} differs from the workbench's; nothing was written")
 
 
 def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, verify: bool = True,
@@ -176,9 +248,11 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, ver
     ckpt = load_checkpoint(checkpoint)
     model = ckpt.model.float().eval()
     hf = hf_model(model)
-    fixed = not isinstance(model.input, LearnedEmbedding)
+    # remote code: a fixed-code input, or a head LlamaForCausalLM does not have
+    fixed = type(hf).__name__ == "FixedCodeLlamaForCausalLM"
     job = JobDir.of_final_checkpoint(checkpoint)
     record = job.read_results() if job else None
+    output_cfg = ckpt.config.get("output")
     hf.config.update({EXPORT_META: {
         "checkpoint": str(checkpoint.resolve()), "input": ckpt.config.get("input", {}).get("name"),
         "input_type": model.input.kind, "seed": ckpt.config.get("seed"), "study": ckpt.config.get("sweep"),
@@ -186,6 +260,9 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, ver
         "status": (record or {}).get("status"),
         # what hub/imported.py rebuilds the workbench model from (the probes read our own modules)
         "model_config": ckpt.config.get("model"), "input_config": ckpt.config.get("input"),
+        # the head, for any but the untied default (absent: untied, as in every export before the axis)
+        **({} if is_default_output(output_cfg) else {
+            "output": output_cfg.get("name"), "output_type": model.head.kind, "output_config": output_cfg}),
     }})
     with atomic_dir(out) as tmp:
         eot = write_tokenizer(ckpt, tmp)
@@ -203,11 +280,13 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, ver
             shutil.copyfile(modeling_fixedcode.__file__, tmp / MODELING_FILE)
         (tmp / "README.md").write_text(model_card(ckpt, record, job, hf.config))
         diff = verify_export(tmp, model, trust_remote_code=fixed) if verify else None
-        written = _input_tensors(tmp)
-    return Exported(out, hf.config.architectures[0], written, diff)
+        written = _tensors(tmp, "model.embed_tokens.")
+        head_written = _tensors(tmp, "lm_head.")
+    return Exported(out, hf.config.architectures[0], written, diff, model.head.kind, head_written)
 
 
-def _input_tensors(folder: Path) -> dict[str, tuple[int, ...]]:
+def _tensors(folder: Path, prefix: str) -> dict[str, tuple[int, ...]]:
+    """{name: shape} of every tensor under `prefix` in the folder's weights (not the (V, 0) placeholder)."""
     from safetensors import safe_open
 
     shapes = {}
@@ -215,7 +294,7 @@ def _input_tensors(folder: Path) -> dict[str, tuple[int, ...]]:
         with safe_open(str(f), framework="pt") as st:
             for key in st.keys():
                 shape = tuple(st.get_slice(key).get_shape())
-                if key.startswith("model.embed_tokens.") and 0 not in shape:  # not the (V, 0) placeholder
+                if key.startswith(prefix) and 0 not in shape:
                     shapes[key] = shape
     return shapes
 

@@ -6,7 +6,11 @@ training.task.LanguageModelTask and accounting.optimizer_groups treat it like ou
 fused qkv / gate_up projections split into q,k,v / gate,up; rotate-half RoPE; fp32 RMSNorm.
 
 A fixed-code input has no table, but its codes can be materialised into one (V x d) so the HF
-model computes the same function: `embed_tokens.weight[i] = input(i)`.
+model computes the same function: `embed_tokens.weight[i] = input(i)`. The head: untied is
+`lm_head.weight`; tied is the input table under both names (tie_word_embeddings=True); a table-free
+head (fixed, bitchain: fixedcode_study/outputs/) has no LlamaForCausalLM equivalent, so its
+parameters keep their own names under `lm_head.` for hub/modeling_fixedcode.py's head modules, and
+to_hf_llama refuses it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from typing import Any, ClassVar
 
 import torch
 
+from ..errors import ConfigError
 from ..model import Decoder
+from ..outputs import TiedHead, UntiedHead
 
 
 def hf_llama_config(model: Decoder):
@@ -38,22 +44,26 @@ def hf_llama_config(model: Decoder):
         hidden_act="silu",
         attention_bias=False,
         mlp_bias=False,
-        tie_word_embeddings=False,
+        tie_word_embeddings=isinstance(model.head, TiedHead),
         initializer_range=c.init_std,
     )
 
 
 @torch.no_grad()
 def hf_state_dict(model: Decoder) -> dict[str, torch.Tensor]:
-    """Our weights under LlamaForCausalLM's parameter names."""
+    """Our weights under LlamaForCausalLM's parameter names (a table-free head's under `lm_head.`,
+    the module docstring)."""
     c = model.config
     q_out, kv_out = c.n_head * c.head_dim, c.kv_heads * c.head_dim
-    ids = torch.arange(c.vocab_size, device=model.head.weight.device)
+    ids = torch.arange(c.vocab_size, device=model.norm.weight.device)
     out = {
         "model.embed_tokens.weight": model.input(ids[None])[0].detach().clone(),  # (V, d)
         "model.norm.weight": model.norm.weight,
-        "lm_head.weight": model.head.weight,
     }
+    if isinstance(model.head, (UntiedHead, TiedHead)):  # tied: the table, which transformers ties to lm_head
+        out["lm_head.weight"] = model.head.weight if isinstance(model.head, UntiedHead) else model.input.table.weight
+    else:  # parameters only: the head's constants (a code) are the export's to describe (hub/export.py)
+        out.update({f"lm_head.{name}": p for name, p in model.head.named_parameters()})
     for i, blk in enumerate(model.blocks):
         p = f"model.layers.{i}."
         q, k, v = blk.attn.qkv.weight.split([q_out, kv_out, kv_out], dim=0)
@@ -73,9 +83,12 @@ def hf_state_dict(model: Decoder) -> dict[str, torch.Tensor]:
 
 
 def to_hf_llama(model: Decoder, attn_implementation: str = "sdpa"):
-    """A LlamaForCausalLM (fp32, eval mode) computing the same function as `model`."""
+    """A LlamaForCausalLM (fp32, eval mode) computing the same function as `model` (untied or tied head)."""
     from transformers import LlamaForCausalLM
 
+    if not isinstance(model.head, (UntiedHead, TiedHead)):
+        raise ConfigError("output", f"a {model.head.kind} head has no LlamaForCausalLM equivalent",
+                          "use output=untied or tied for a plain-Llama reference (the export handles every head)")
     hf = LlamaForCausalLM(hf_llama_config(model))
     if attn_implementation:
         hf.config._attn_implementation = attn_implementation
@@ -83,7 +96,7 @@ def to_hf_llama(model: Decoder, attn_implementation: str = "sdpa"):
     missing = [m for m in missing if "rotary_emb" not in m]
     if missing or unexpected:
         raise RuntimeError(f"HF conversion mismatch: missing={missing[:3]} unexpected={unexpected[:3]}")
-    return hf.to(model.head.weight.device).eval()
+    return hf.to(model.norm.weight.device).eval()
 
 
 class HFCausalLM(torch.nn.Module):
