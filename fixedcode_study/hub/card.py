@@ -18,6 +18,30 @@ INPUT_PROPS_SHOWN = ("type", "code_width", "minimal_code_width", "values", "scal
                      "nonconstant_bits", "hamming_min", "matrix_seed", "min_weight", "affine", "gf2_rank",
                      "min_row_weight", "min_col_weight", "matrix_sha256", "permutation_seed", "extra", "code_seed")
 FINAL_SHOWN = ("val_loss", "val_ppl", "val_bpb")
+OUTPUT_PROPS_SHOWN = ("type", "code", "code_type", "code_width", "scale_mode", "scale", "code_rank", "pairs",
+                      "free_steps_mean", "forced_bits", "logit_rank_bound", "tied_to")
+TABLE_FREE_HEADS = ("fixed", "bitchain")  # no trainable parameter of the head depends on V (outputs/)
+
+
+def _head_sentence(kind: str, code: Any, stored: bool = False) -> str:
+    """What the output head is, in one sentence (the untied one as every card before heads said it).
+    stored: the head's code is a table in the weights (a Gaussian code), not computed from config.json."""
+    where = ("held in the weights as `lm_head.code_values`" if stored else
+             "computed by `modeling_fixedcode.py` from `config.json`'s `output_head`")
+    if kind == "tied":
+        return ("the output head is the input table itself (**tied**, `tie_word_embeddings`: the one V x d table "
+                "is trained by both uses), as in the original SmolLM2.")
+    if kind == "fixed":
+        return (f"the output head is **table-free on the output side**: logits = C (P h), C the fixed V x K code "
+                f"`{code}` (never trained; {where}), "
+                "P a trainable K x d projection, so no trainable parameter depends on the vocabulary and the "
+                "logits have rank at most K.")
+    if kind == "bitchain":
+        return (f"the output head is **table-free on the output side**: a bit chain, p(v | h) = prod_k "
+                f"p(b_k(v) | b_<k(v), h) over the fixed bits of `{code}`, a shared bilinear conditional (no "
+                "trainable parameter depends on the vocabulary), exactly normalised over the vocabulary; its "
+                f"code {where}.")
+    return "the output head is a trainable, untied projection."
 
 
 def _fmt(value: Any) -> str:
@@ -50,9 +74,9 @@ def sibling_records(job: JobDir, record: dict[str, Any]) -> list[dict[str, Any]]
     return sorted(found, key=lambda r: (r.get("seed") is None, r.get("seed")))
 
 
-def _load_snippet(fixed: bool, context: Any) -> list[str]:
+def _load_snippet(fixed: bool, context: Any, table_free_head: bool = False) -> list[str]:
     """The card's loading code (tests/test_hub_users.py runs it as written) and what a user should know."""
-    remote = ", trust_remote_code=True" if fixed else ""
+    remote = ", trust_remote_code=True" if fixed or table_free_head else ""
     lines = ["```python", "from transformers import AutoModelForCausalLM, AutoTokenizer",
              f"model = AutoModelForCausalLM.from_pretrained(FOLDER{remote})",
              "tokenizer = AutoTokenizer.from_pretrained(FOLDER)", "```", ""]
@@ -61,6 +85,10 @@ def _load_snippet(fixed: bool, context: Any) -> list[str]:
                   "builds a plain Llama and stops at `model.embed_tokens.weight`, which this folder holds as an empty "
                   "(vocabulary x 0) placeholder, instead of loading with a random input table. "
                   "`get_input_embeddings().weight` is the fixed V x d code, computed when read.", ""]
+    elif table_free_head:
+        lines += ["The tokenizer needs no custom code. The model does: without `trust_remote_code=True` transformers "
+                  "builds a plain Llama and stops at `lm_head.weight`, which this folder holds as an empty "
+                  "(vocabulary x 0) placeholder, instead of loading with a random output table.", ""]
     lines.append(f"Trained on contexts of {_fmt(context)} tokens (`max_position_embeddings`). As for any Llama, "
                  "`generate` does not stop there; positions past it were never trained.")
     return lines
@@ -71,21 +99,38 @@ def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | No
     props = ckpt.config.get("input_props") or {}
     fixed = props.get("type") != "learned"
     name = inp.get("name") or props.get("type")
+    out = ckpt.config.get("output") or {}
+    out_props = ckpt.config.get("output_props") or {}
+    head = out_props.get("type") or out.get("type") or "untied"
+    head_name = out.get("name") or head
+    code = out_props.get("code") or out.get("code")
+    if head == "untied":  # every card before heads could be exported said exactly this
+        tags, title = f"[fixedcode-study, {name}]", f"`{name}` input"
+        about = (("A decoder whose input is a **fixed code of the token ID** (no trainable input table, no projection), "
+                  "computed on the fly by `modeling_fixedcode.py` from `config.json`'s `input_code`; the output head is "
+                  "a trainable, untied projection.") if fixed else
+                 "The control: a decoder with a **learned input table**, as a plain `LlamaForCausalLM` (untied head).")
+    else:
+        tags, title = f"[fixedcode-study, {name}, {head_name}]", f"`{name}` input, `{head_name}` head"
+        about = (("A decoder whose input is a **fixed code of the token ID** (no trainable input table, no projection), "
+                  "computed on the fly by `modeling_fixedcode.py` from `config.json`'s `input_code`; ") if fixed else
+                 "A decoder with a **learned input table**" + (", as a plain `LlamaForCausalLM`; " if head == "tied"
+                                                               else "; ")) + _head_sentence(
+            head, code, ((getattr(hf_config, "output_head", None) or {}).get("code") or {}).get("kind") == "table")
     lines = ["---", "library_name: transformers", "pipeline_tag: text-generation",
-             f"tags: [fixedcode-study, {name}]", "---", "",
-             f"# fixedcode-study: `{name}` input, seed {ckpt.config.get('seed')}", "",
-             ("A decoder whose input is a **fixed code of the token ID** (no trainable input table, no projection), "
-              "computed on the fly by `modeling_fixedcode.py` from `config.json`'s `input_code`; the output head is "
-              "a trainable, untied projection.") if fixed else
-             "The control: a decoder with a **learned input table**, as a plain `LlamaForCausalLM` (untied head).",
+             f"tags: {tags}", "---", "",
+             f"# fixedcode-study: {title}, seed {ckpt.config.get('seed')}", "", about,
              "", "Written by `python -m fixedcode_study.export` from the workbench checkpoint "
-             f"`{ckpt.path}`.", "", *_load_snippet(fixed, ckpt.model.config.max_seq_len), ""]
+             f"`{ckpt.path}`.", "", *_load_snippet(fixed, ckpt.model.config.max_seq_len, head in TABLE_FREE_HEADS), ""]
     model = ckpt.config.get("model") or {}
     lines += ["## Architecture", "", *_table(("setting", "value"), [
         (k, model.get(k)) for k in ("name", "vocab_size", "n_layer", "d_model", "n_head", "n_kv_head", "d_ff",
                                     "max_seq_len", "rope_theta") if k in model]), ""]
     lines += ["## Input", "", *_table(("property", "value"), [(k, props[k]) for k in INPUT_PROPS_SHOWN
                                                               if props.get(k) is not None]), ""]
+    if head != "untied":
+        lines += ["## Output head", "", *_table(("property", "value"), [
+            (k, out_props[k]) for k in OUTPUT_PROPS_SHOWN if out_props.get(k) not in (None, [])]), ""]
     if record is None:
         lines += ["## Training record", "", f"The job's {RESULTS_FILE} was not found beside this checkpoint, so "
                   "the card carries no parameter accounting or metrics.", ""]
