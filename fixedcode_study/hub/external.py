@@ -162,16 +162,17 @@ def external_subject(spec: str, study: str | os.PathLike, data_cfg: Mapping[str,
     probes.json under the study's external/."""
     from ..data.prepare import prepare
     from ..probing.states import ProbeSubject
-    from .imported import decoder_from_hf, workbench_configs
+    from .imported import decoder_from_hf, workbench_configs, workbench_output_config
     from transformers.utils import CONFIG_NAME
 
     model = resolve_hf(spec, revision)
-    model_cfg, input_cfg = workbench_configs(json.loads((model.path / CONFIG_NAME).read_text()))
+    hf_config = json.loads((model.path / CONFIG_NAME).read_text())
+    model_cfg, input_cfg = workbench_configs(hf_config)
     data_cfg = dict(data_cfg)
     data_cfg.update(tokenizer=str(model.path), vocab_size=model_cfg["vocab_size"])
     prepared = prepare(data_cfg, progress=False)
-    config = {"model": model_cfg, "input": input_cfg, "seed": None, "data": dict(prepared.meta),
-              "data_config": data_cfg}
+    config = {"model": model_cfg, "input": input_cfg, "output": workbench_output_config(hf_config) or None,
+              "seed": None, "data": dict(prepared.meta), "data_config": data_cfg}
     out_dir = Path(study).expanduser() / EXTERNAL_DIR / slug(model)
     out_dir.mkdir(parents=True, exist_ok=True)
     return ProbeSubject(slug(model), model.path, None, config, None,

@@ -3,7 +3,8 @@
 Used where a tool needs our own modules rather than transformers' (the probes read hidden states
 through hooks on Decoder's blocks). Two kinds of folders load:
 - a folder our export wrote (config.json `fixedcode_export` holds the workbench model and input
-  configs): rebuilt with build_model exactly as trained, fixed code included;
+  configs, and the output head's for any head but the untied default): rebuilt with build_model
+  exactly as trained, fixed code and head included;
 - any plain LlamaForCausalLM (e.g. SmolLM2): a learned-input Decoder with its table, q/k/v and
   gate/up fused the workbench way; a tied head becomes an untied copy (the same function).
 Anything the Decoder cannot compute exactly (biases, rope scaling, another activation) is refused
@@ -23,6 +24,7 @@ import torch
 from ..build import build_model
 from ..errors import ConfigError
 from ..model import Decoder
+from ..outputs import FixedCodeHead, TiedHead, UntiedHead
 from ..record.checkpoint import TOKENIZER_FILE, Checkpoint
 from .export import EXPORT_META
 
@@ -62,10 +64,32 @@ def workbench_configs(hf_config: dict[str, Any]) -> tuple[dict[str, Any], dict[s
     return model_cfg, {"name": "learned", "type": "learned"}
 
 
+def workbench_output_config(hf_config: dict[str, Any]) -> dict[str, Any]:
+    """The output head's config for build_model: our export's (absent for the untied head, as for
+    any outside model: a tied outside Llama becomes an untied copy, the same function)."""
+    return dict((hf_config.get(EXPORT_META) or {}).get("output_config") or {})
+
+
+def _head_state(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, torch.Tensor]:
+    """The head's parameters: lm_head.weight (or the tied table) for untied; nothing for tied (the
+    table is the input's); a table-free head's under their own names (systems/hf.py)."""
+    head = model.head
+    if isinstance(head, UntiedHead):
+        return {"head.weight": hf_state.get("lm_head.weight", hf_state.get("model.embed_tokens.weight"))}
+    if isinstance(head, TiedHead):
+        return {}
+    state = {f"head.{name}": hf_state[f"lm_head.{name}"] for name, _ in head.named_parameters()
+             if f"lm_head.{name}" in hf_state}
+    if isinstance(head, FixedCodeHead) and "lm_head.code_values" in hf_state:  # a stored C (export.head_code_spec)
+        if not torch.equal(head.code.float(), hf_state["lm_head.code_values"]):
+            raise ConfigError("hf", "the folder's output code differs from the one its output config rebuilds",
+                              "re-export the checkpoint with this version of the workbench")
+    return state
+
+
 def _state_from_hf(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, torch.Tensor]:
     """HF parameter names -> ours; q/k/v and gate/up concatenated into the fused projections."""
-    state = {"norm.weight": hf_state["model.norm.weight"],
-             "head.weight": hf_state.get("lm_head.weight", hf_state.get("model.embed_tokens.weight"))}
+    state = {"norm.weight": hf_state["model.norm.weight"], **_head_state(hf_state, model)}
     if "model.embed_tokens.weight" in hf_state and "input.table.weight" in model.state_dict():
         state["input.table.weight"] = hf_state["model.embed_tokens.weight"]
     if "model.embed_tokens.id_permutation" in hf_state:  # an exported permuted binary code
@@ -110,7 +134,7 @@ def decoder_from_hf(folder: str | Path) -> tuple[Decoder, dict[str, Any], dict[s
     folder = Path(folder)
     hf_config = json.loads((folder / CONFIG_NAME).read_text())
     model_cfg, input_cfg = workbench_configs(hf_config)
-    model = build_model(model_cfg, input_cfg)
+    model = build_model(model_cfg, input_cfg, output_cfg=workbench_output_config(hf_config))
     state = _state_from_hf(_read_weights(folder), model)
     missing, unexpected = model.load_state_dict(state, strict=False)
     # Buffers are rebuilt from the configs (rope tables; a fixed code's matrices and tables from their
@@ -138,6 +162,6 @@ def checkpoint_from_hf(folder: str | Path) -> Checkpoint:
     eos = hf_config.get("eos_token_id")
     eos = eos[0] if isinstance(eos, list) and eos else eos
     eot_token = tokenizer.id_to_token(eos) if isinstance(eos, int) else None
-    config = {"model": model_cfg, "input": input_cfg, "data": {"eot_token": eot_token},
-              EXPORT_META: hf_config.get(EXPORT_META) or {}}
+    config = {"model": model_cfg, "input": input_cfg, "output": workbench_output_config(hf_config) or None,
+              "data": {"eot_token": eot_token}, EXPORT_META: hf_config.get(EXPORT_META) or {}}
     return Checkpoint(folder, model, tokenizer, config)

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
+from ..outputs import is_default_output
 from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, weights_file
 from ..record.jobdir import JobDir
 from .export import read_export_meta
@@ -76,11 +77,14 @@ def export_source(folder: Path, fix: str, field: str = FIELD) -> Path:
 
 def same_model(export: Path, source: Path, meta: dict[str, Any]) -> bool:
     """The export's weights, mapped back onto the decoder, equal the source checkpoint's bit for bit
-    (and both describe the same model and input): the same function, not merely the same job."""
+    (and both describe the same model, input and head): the same function, not merely the same job."""
     from safetensors.torch import load_file
 
     config = json.loads((source / CHECKPOINT_CONFIG_FILE).read_text())
     if config.get("model") != meta.get("model_config") or config.get("input") != meta.get("input_config"):
+        return False
+    # an export records the head only when it is not the untied default (export.py)
+    if (None if is_default_output(config.get("output")) else config.get("output")) != meta.get("output_config"):
         return False
     rebuilt, _, _ = decoder_from_hf(export)
     saved = load_file(str(weights_file(source)))
