@@ -57,6 +57,21 @@ def test_logits_match_hf_llama(input_name, n_kv_head):
     torch.testing.assert_close(ours, theirs, atol=ATOL, rtol=0)
 
 
+def test_a_tied_head_matches_a_tied_hf_llama():
+    """output=tied: LlamaForCausalLM with tie_word_embeddings, the input table under both names."""
+    cfg = compose(["input=learned", "output=tied"])
+    torch.manual_seed(0)
+    model = build_model({**ARCH, "n_kv_head": 2}, cfg.input, output_cfg=cfg.output).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(1.0 + 0.3 * torch.randn_like(p) if p.dim() == 1 else torch.randn_like(p) * 0.08)
+    hf = to_hf_llama(model)
+    assert hf.config.tie_word_embeddings and hf.lm_head.weight is hf.model.embed_tokens.weight
+    ours, theirs = model(torch.arange(40)[None]), hf(torch.arange(40)[None]).logits
+    assert ours.abs().max() > 0.5
+    torch.testing.assert_close(ours, theirs, atol=ATOL, rtol=0)
+
+
 def test_full_context_length_matches():
     """Positions up to max_seq_len - 1: the rotary tables of both agree at the far end too."""
     model = randomised_model("learned", n_kv_head=2)

@@ -38,9 +38,15 @@ def mirror_available(*tasks: str) -> bool:
 
 
 @functools.cache
-def untrained_checkpoint(input_name: str, seed: int = 0, max_seq_len: int | None = None) -> Path:
-    """A freshly initialised test_micro checkpoint with another input interface (same tokenizer as
-    trained_checkpoint): for checks that only need the code path, not a trained model."""
+def untrained_checkpoint(input_name: str, seed: int = 0, max_seq_len: int | None = None,
+                         output_name: str = "untied", randomised: bool = False, overrides: tuple[str, ...] = ()) -> Path:
+    """A freshly initialised test_micro checkpoint with another input interface or output head (same
+    tokenizer as trained_checkpoint): for checks that only need the code path, not a trained model.
+    overrides: further config overrides (e.g. output.code=wide), part of the folder's name.
+
+    randomised: every parameter redrawn away from its init (norms 1 + 0.3 N(0, 1), matrices N(0, 0.08^2),
+    biases N(0, 0.5^2); seeded), so that a weight mapped to the wrong place, a norm or a bias that
+    starts at 1 or 0 included, moves the logits well past a 1e-5 tolerance."""
     import torch
 
     from fixedcode_study.build import build_model
@@ -48,9 +54,23 @@ def untrained_checkpoint(input_name: str, seed: int = 0, max_seq_len: int | None
     from fixedcode_study.config import compose as compose_config
 
     _, prepared_root = trained_checkpoint("learned")
-    cfg = compose_config(["model=test_micro", f"input={input_name}",
-                          *([f"model.max_seq_len={max_seq_len}"] if max_seq_len else [])])
+    cfg = compose_config(["model=test_micro", f"input={input_name}", f"output={output_name}",
+                          *([f"model.max_seq_len={max_seq_len}"] if max_seq_len else []), *overrides])
     torch.manual_seed(seed)
-    model = build_model(cfg.model, cfg.input)
-    return save_checkpoint(_ROOT / "untrained" / f"{input_name}-{seed}-{max_seq_len}", model, cfg.model, cfg.input,
-                           prepared_root / "tokenizer.json")
+    model = build_model(cfg.model, cfg.input, output_cfg=cfg.output)
+    if randomised:
+        g = torch.Generator().manual_seed(1000 + seed)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if p.dim() == 2:
+                    p.copy_(0.08 * torch.randn(p.shape, generator=g))
+                elif name.endswith("bias"):
+                    p.copy_(0.5 * torch.randn(p.shape, generator=g))
+                else:  # RMSNorm weights
+                    p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=g))
+    # the head's config only for a head other than the default, as a training job records it
+    extra = {"output": cfg.output} if output_name != "untied" else None
+    name = (f"{input_name}-{seed}-{max_seq_len}" + ("" if output_name == "untied" else f"-{output_name}")
+            + "".join(f"-{o.replace('=', '_').replace('.', '_')}" for o in overrides))
+    return save_checkpoint(_ROOT / "untrained" / (name + ("-randomised" if randomised else "")), model, cfg.model,
+                           cfg.input, prepared_root / "tokenizer.json", extra=extra)
