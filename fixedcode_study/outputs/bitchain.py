@@ -133,12 +133,25 @@ class BitChainHead(OutputHead):
         return -(free * F.logsigmoid(signs * z)).sum(dim=-1)  # (…)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        """h (…, d) -> log p(v | h) for all V IDs (…, V): already normalised, so they are logits too."""
-        u, g = self._projections(h)  # (…, K), (…, P)
-        # z[…, v, k] = u_k + sum_p signs[v, j_p] g_p [k_p = k]: one (V, P) x (…, P, K) product
+        """h (…, d) -> log p(v | h) for all V IDs (…, V): already normalised, so they are logits too.
+
+        Positions go through in chunks: each needs a (V, K) fp32 block of bit logits, 3 MiB at
+        V = 49,152 and K = 16, so a chunk of CHUNK positions bounds the peak at CHUNK x that (one
+        2,048-token sequence at once would be 6 GiB). The chunks change no number."""
+        flat = h.reshape(-1, h.shape[-1])  # (N, d)
+        out = [self._all_log_probs(flat[i:i + self.CHUNK]) for i in range(0, flat.shape[0], self.CHUNK)]
+        logp = torch.cat(out) if out else flat.new_zeros(0, self.vocab_size, dtype=torch.float32)
+        return logp.view(*h.shape[:-1], self.vocab_size)  # (…, V)
+
+    CHUNK = 64
+
+    def _all_log_probs(self, h: torch.Tensor) -> torch.Tensor:
+        """h (N, d) -> (N, V)."""
+        u, g = self._projections(h)  # (N, K), (N, P)
+        # z[n, v, k] = u_k + sum_p signs[v, j_p] g_p [k_p = k]: one (V, P) x (N, P, K) product
         pair_signs = self.signs[:, self.pair_j]  # (V, P)
-        z = u.unsqueeze(-2) + pair_signs @ (g.unsqueeze(-1) * self.pair_to_bit)  # (…, V, K)
-        return (self.free * F.logsigmoid(self.signs * z)).sum(dim=-1)  # (…, V)
+        z = u.unsqueeze(-2) + pair_signs @ (g.unsqueeze(-1) * self.pair_to_bit)  # (N, V, K)
+        return (self.free * F.logsigmoid(self.signs * z)).sum(dim=-1)  # (N, V)
 
     def code_log_probs(self, h: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
         """h (d,), any K-bit patterns (N, K) -> log p (N,): -inf for a pattern no valid ID has.
