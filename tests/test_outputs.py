@@ -183,3 +183,17 @@ def test_bitchain_full_distribution_in_chunks_is_the_same_distribution():
         alone = torch.stack([torch.stack([head(h[b, t]) for t in range(75)]) for b in range(2)])
     assert head.CHUNK < 150 and together.shape == (2, 75, 512)
     assert torch.allclose(together, alone, atol=1e-5, rtol=0)  # float32 GEMM rounding of the projections only
+
+
+def test_describe_outputs_lists_every_head_and_the_fully_table_free_rows(capsys):
+    from fixedcode_study.cli.describe import main
+
+    assert main(["--outputs", "model=test_micro"]) == 0
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| learned") or line.startswith("| binary16")]
+    by_pair = {(r[0], r[1]): r for r in rows}
+    assert [o for i, o in by_pair if i == "learned"][:3] == ["untied", "tied", "fixed"]  # reading order
+    assert ("binary16", "tied") not in by_pair  # no table to tie
+    for head in ("fixed", "bitchain", "bitchain_gf2"):
+        assert by_pair[("binary16", head)][5] == "0"  # token-specific trainable: none
+    assert by_pair[("binary16", "untied")][5] == f"{512 * 64:,}"

@@ -19,12 +19,18 @@ from ..accounting import FLOPS_FORMULA, flops_per_token, matmul_params, paramete
 from ..build import build_decoder
 from .job import JobSpec
 
-__all__ = ["FIXED_REFERENCE", "LADDER_INPUTS", "MATCHED_REFERENCE", "describe", "inputs_markdown", "ladder_markdown",
-           "ladder_rows", "recipe_summary"]
+__all__ = ["FIXED_REFERENCE", "LADDER_INPUTS", "MATCHED_REFERENCE", "OUTPUT_INPUTS", "describe", "inputs_markdown",
+           "ladder_markdown", "ladder_rows", "output_order", "outputs_markdown", "recipe_summary"]
 
 FIXED_REFERENCE = "binary16"            # the ladder's "fixed input" column
 MATCHED_REFERENCE = "binary16_sizematched"
 LADDER_INPUTS = {"learned": "learned", "fixed": FIXED_REFERENCE, "matched": MATCHED_REFERENCE}  # role -> input
+OUTPUT_INPUTS = ("learned", FIXED_REFERENCE)  # the inputs `describe --outputs` pairs every head with
+OUTPUT_ORDER = ("untied", "tied", "fixed", "fixed_gaussian", "bitchain", "bitchain_gf2")  # reading order; others after
+
+
+def output_order(names: list[str]) -> list[str]:
+    return sorted(names, key=lambda n: (OUTPUT_ORDER.index(n) if n in OUTPUT_ORDER else len(OUTPUT_ORDER), n))
 
 
 def recipe_summary(spec: JobSpec) -> dict[str, Any]:
@@ -195,3 +201,23 @@ def inputs_markdown(described: Mapping[str, Mapping[str, Any]]) -> str:
             "not constant over the vocabulary; bit entropy in bits (1 = balanced); Hamming distances between "
             "codewords over all pairs of IDs. input RMS = the first block's input, scaled and tiled (learned "
             "tables: expected at init). FLOPs/token = accounting.flops_per_token (an input lookup costs none).")
+
+
+def outputs_markdown(described: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
+    """Output heads on one model preset ({(input, output): describe(...)}): what each head costs and
+    whether any trainable parameter is left that belongs to one token."""
+    lines = ["| input | output | trainable | input trainable | head trainable | token-specific trainable "
+             "| FLOPs/token | head code | K | logit rank ≤ |",
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    model = None
+    for (input_name, output), d in described.items():
+        p, o, model = d["params"], d["output_props"], d["model"]
+        lines.append(f"| {input_name} | {output} | {_n(p['trainable'])} | {_n(p['input_trainable'])} "
+                     f"| {_n(p['head_trainable'])} | {_n(p['token_specific_trainable'])} "
+                     f"| {_n(d['recipe']['flops_per_token']['total'])} | {o.get('code') or '–'} "
+                     f"| {o.get('code_width') or '–'} | {_stat(o.get('logit_rank_bound'), 'd')} |")
+    return (f"Model preset: {model}\n\n" + "\n".join(lines) + "\n\n"
+            "Token-specific: trainable parameters in tensors with a dimension of size V (an input table, an untied "
+            "head). A tied head owns no parameter (its table is the input's) and needs a learned input. logit rank: "
+            "the bound on the rank of the logits over the vocabulary (untied / tied: d_model; fixed: rank of C; "
+            "bitchain: – , its log-probabilities are not a linear map of h).")
