@@ -11,8 +11,8 @@ do not define a design choice are never used to split rows:
 Optimizer settings a tuning sweep varies (optim.lr, optim.warmup_*: TUNED_PREFIXES) also name a
 variant when they vary within one input, e.g. ``gf2 (lr=0.001)``; ``arm`` is the label without
 them (the arm a learning-rate selection picks the best of). The output head (``output``, results.json
-"output") names a variant when it varies within one input, e.g. ``binary16 (output=bitchain)``; the
-untied head, the paper's and the default, sorts first and so is the input's plain variant.
+"output") names every variant when more than one head was run, e.g. ``binary16 (output=bitchain)``;
+the untied head, the paper's and the default, sorts first within an input and so is its plain variant.
 
 Order (``variant_order``) follows meaning, not the alphabet: the learned baseline, then the
 fixed codes, then controls by family (FAMILIES), unknown inputs last; within an input, by the
@@ -126,7 +126,9 @@ def _output_key(value) -> tuple:
 
 
 def output_columns_for(jobs: pd.DataFrame) -> list[str]:
-    """["output"] when the jobs of one input ran with more than one output head, else []."""
+    """["output"] when the jobs ran with more than one output head, else []. Decided over all the
+    jobs read, not per input: in a study where gf2 ran only with the bit chain, "gf2" alone would
+    read as the paper's gf2 arm (untied head)."""
     return [OUTPUT] if OUTPUT in jobs and _hashable(jobs[OUTPUT]).nunique() > 1 else []
 
 
@@ -163,8 +165,9 @@ def assign_variants(jobs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
     labels = pd.Series(index=jobs.index, dtype=object)
     arms = pd.Series(index=jobs.index, dtype=object)
     order_keys = {}
+    heads = output_columns_for(jobs)
     for input_name, group in jobs.groupby("input", sort=False):
-        props = label_props_for(group) + output_columns_for(group)
+        props = label_props_for(group) + heads
         tuned = tuned_columns_for(group)
         label_props[input_name] = props + tuned
         for idx, row in group.iterrows():
