@@ -245,3 +245,15 @@ def test_seeds_for_equivalence_reach_80_percent_power_by_monte_carlo(delta, sd, 
     assert abs(at_n - tost_power(delta, sd, margin, n, alpha)) < tol
     assert abs(below - tost_power(delta, sd, margin, n - 1, alpha)) < tol
     assert tost_power(delta, sd, margin, n, alpha) >= POWER > tost_power(delta, sd, margin, n - 1, alpha)
+
+
+def test_difference_power_survives_scipys_sporadic_nan_in_the_far_lower_tail():
+    """scipy's nct.cdf gave NaN at dof 15, nc 6.69, alpha 0.001 (the output_side study's Holm-safe
+    level over 50 rows): the lower tail is below Phi(-6.69) = 1e-11 there, so power is the upper tail."""
+    import scipy.stats as sps
+
+    from fixedcode_study.analysis.stats.power import difference_power
+
+    crit = sps.t.isf(0.001 / 2, 15)  # scipy 1.x: nct.cdf(-crit, 15, 6.69) is NaN here
+    power = difference_power(1.6727, 1.0, 16, 0.001)
+    assert power == pytest.approx(float(sps.nct.sf(crit, 15, 1.6727 * 4)), abs=1e-9)
