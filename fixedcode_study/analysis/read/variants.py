@@ -165,6 +165,8 @@ def assign_variants(jobs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[st
     labels = pd.Series(index=jobs.index, dtype=object)
     arms = pd.Series(index=jobs.index, dtype=object)
     order_keys = {}
+    if OUTPUT in jobs:  # a job without a record (crashed before results.json) ran the default head too
+        jobs[OUTPUT] = jobs[OUTPUT].astype(object).where(jobs[OUTPUT].notna(), DEFAULT_OUTPUT)
     heads = output_columns_for(jobs)
     for input_name, group in jobs.groupby("input", sort=False):
         props = label_props_for(group) + heads
