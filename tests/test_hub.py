@@ -14,12 +14,11 @@ import re
 
 import pytest
 import torch
-from safetensors import safe_open
 
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate", reason="lm-eval's HFLM imports accelerate")
 
-from helpers.eval import trained_checkpoint, untrained_checkpoint  # noqa: E402
+from helpers.eval import trained_checkpoint, untrained_checkpoint, weight_shapes  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from fixedcode_study.cli import evaluate as evaluate_cli  # noqa: E402
@@ -33,14 +32,6 @@ from fixedcode_study.hub.imported import decoder_from_hf  # noqa: E402
 from fixedcode_study.record.checkpoint import load_checkpoint  # noqa: E402
 
 ATOL = 1e-5
-
-
-def weight_shapes(folder) -> dict[str, tuple[int, ...]]:
-    shapes = {}
-    for f in folder.glob("*.safetensors"):
-        with safe_open(str(f), framework="pt") as st:
-            shapes.update({k: tuple(st.get_slice(k).get_shape()) for k in st.keys()})
-    return shapes
 
 
 def random_ids(vocab: int, T: int = 48) -> torch.Tensor:

@@ -14,11 +14,10 @@ import json
 
 import pytest
 import torch
-from safetensors import safe_open
 
 pytest.importorskip("transformers")
 
-from helpers.eval import untrained_checkpoint  # noqa: E402
+from helpers.eval import untrained_checkpoint, weight_shapes  # noqa: E402
 from transformers import AutoModelForCausalLM, LlamaForCausalLM  # noqa: E402
 
 from fixedcode_study.config import available  # noqa: E402
@@ -39,14 +38,6 @@ IDS = [f"{i}+{o}" for i, o in CASES]
 
 def case_id(case) -> str:
     return f"{case[0]}+{case[1]}"
-
-
-def weight_shapes(folder) -> dict[str, tuple[int, ...]]:
-    shapes = {}
-    for f in folder.glob("*.safetensors"):
-        with safe_open(str(f), framework="pt") as st:
-            shapes.update({k: tuple(st.get_slice(k).get_shape()) for k in st.keys()})
-    return shapes
 
 
 def random_ids(vocab: int, T: int = 40) -> torch.Tensor:

@@ -74,3 +74,14 @@ def untrained_checkpoint(input_name: str, seed: int = 0, max_seq_len: int | None
             + "".join(f"-{o.replace('=', '_').replace('.', '_')}" for o in overrides))
     return save_checkpoint(_ROOT / "untrained" / (name + ("-randomised" if randomised else "")), model, cfg.model,
                            cfg.input, prepared_root / "tokenizer.json", extra=extra)
+
+
+def weight_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
+    """{tensor name: shape} over every safetensors file of an export folder, read without loading."""
+    from safetensors import safe_open
+
+    shapes = {}
+    for f in Path(folder).glob("*.safetensors"):
+        with safe_open(str(f), framework="pt") as st:
+            shapes.update({k: tuple(st.get_slice(k).get_shape()) for k in st.keys()})
+    return shapes
