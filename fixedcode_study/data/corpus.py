@@ -124,7 +124,39 @@ def _jsonl_range_docs(path: str, text_field: str, start: int, end: int) -> Itera
                     yield Document(f"{path}@{pos}", text)
 
 
-def _read_file_docs(path: str, separator: str | None, text_field: str = "text") -> Iterable[Document]:
+def _keep_between(text: str, keep: Sequence[str] | None) -> str:
+    """The part of a plain-text file between two markers: after the line matching keep[0] and before
+    the first match of keep[1] after it (e.g. a Project Gutenberg book without its licence header and
+    footer, which repeat in every file and would otherwise be learned 107 times over). A file without
+    the start marker is kept from its beginning, one without the end marker to its end."""
+    if not keep:
+        return text
+    begin = 0
+    start = re.search(keep[0], text, re.MULTILINE)
+    if start:  # the marker's whole line goes
+        newline = text.find("\n", start.end())
+        begin = newline + 1 if newline >= 0 else len(text)
+    end = re.compile(keep[1], re.MULTILINE).search(text, begin)
+    return text[begin:end.start() if end else len(text)]
+
+
+def check_keep_between(keep: Any, where: str = "data.keep_between") -> list[str] | None:
+    """null or [START_REGEX, END_REGEX], both valid regular expressions."""
+    if keep is None:
+        return None
+    keep = _plain(keep)
+    if not isinstance(keep, list) or len(keep) != 2 or not all(isinstance(k, str) for k in keep):
+        raise ConfigError(where, f"{keep!r} is not a pair of regexes", "use null or [START_REGEX, END_REGEX]")
+    for k in keep:
+        try:
+            re.compile(k)
+        except re.error as e:
+            raise ConfigError(where, f"{k!r} is not a valid regex ({e})", "fix the pattern (Python re syntax)") from None
+    return keep
+
+
+def _read_file_docs(path: str, separator: str | None, text_field: str = "text",
+                    keep: Sequence[str] | None = None) -> Iterable[Document]:
     if path.endswith((".jsonl", ".jsonl.gz")):
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8") as fh:
@@ -136,7 +168,7 @@ def _read_file_docs(path: str, separator: str | None, text_field: str = "text") 
         yield from _parquet_docs(path, text_field)
         return
     with open(path, encoding="utf-8", errors="replace") as fh:
-        text = fh.read()
+        text = _keep_between(fh.read(), keep)
     if separator:
         for i, part in enumerate(re.split(separator, text)):
             if part.strip():
@@ -154,8 +186,10 @@ def _matching_files(paths: Sequence[str], field_name: str = "data.paths") -> lis
     return files
 
 
-def text_file_documents(paths: Sequence[str], doc_separator: str | None = None, text_field: str = "text") -> list[Document]:
-    return [doc for f in _matching_files(paths) for doc in _read_file_docs(f, doc_separator, text_field)]
+def text_file_documents(paths: Sequence[str], doc_separator: str | None = None, text_field: str = "text",
+                        keep_between: Sequence[str] | None = None) -> list[Document]:
+    keep = check_keep_between(keep_between)
+    return [doc for f in _matching_files(paths) for doc in _read_file_docs(f, doc_separator, text_field, keep)]
 
 
 IN_MEMORY_SOURCES = ("shakespeare", "text_files")
@@ -163,12 +197,12 @@ SOURCES = (*IN_MEMORY_SOURCES, "hf", "mixture", "pretokenized")
 
 
 def load_documents(source: str, paths: Sequence[str] = (), doc_separator: str | None = None,
-                   text_field: str = "text") -> list[Document]:
+                   text_field: str = "text", keep_between: Sequence[str] | None = None) -> list[Document]:
     """All documents of a small source, in memory (the path data.prepare() uses)."""
     if source == "shakespeare":
         return shakespeare_documents()
     if source == "text_files":
-        return text_file_documents(paths, doc_separator, text_field)
+        return text_file_documents(paths, doc_separator, text_field, keep_between)
     raise ConfigError("data.source", f"unknown source {source!r}", f"use one of {', '.join(SOURCES)}")
 
 
@@ -200,7 +234,8 @@ def streams_from_config(cfg: Mapping[str, Any]) -> list[Stream]:
         return [Stream("shakespeare", "shakespeare")]
     if source == "text_files":
         return [Stream("text_files", "files", 1.0, {"paths": _plain(cfg.get("paths") or []),
-                       "doc_separator": cfg.get("doc_separator"), "text_field": text_field})]
+                       "doc_separator": cfg.get("doc_separator"), "text_field": text_field,
+                       "keep_between": check_keep_between(cfg.get("keep_between"))})]
     if source == "hf":
         if not cfg.get("dataset"):
             raise ConfigError("data.dataset", "data.source=hf needs a dataset", "set data.dataset.path=NAME_OR_DIR")
@@ -256,7 +291,8 @@ def plan_pieces(stream: Stream, shard_bytes: int) -> list[dict[str, Any]]:
     opts = stream.options
     files = [os.path.abspath(f) for f in _matching_files(opts.get("paths") or [], f"{stream.field_name}.paths")]
     common = {"stream": stream.name, "kind": "files", "doc_separator": opts.get("doc_separator"),
-              "text_field": opts.get("text_field") or "text"}
+              "text_field": opts.get("text_field") or "text",
+              "keep_between": check_keep_between(opts.get("keep_between"), f"{stream.field_name}.keep_between")}
     pieces, items, items_bytes = [], [], 0
     for path in files:
         for item in _file_item(path, shard_bytes):
@@ -286,7 +322,7 @@ def piece_documents(piece: Mapping[str, Any]) -> Iterator[Document]:
             elif "row_groups" in item:
                 yield from _parquet_docs(path, field_, item["row_groups"])
             else:
-                yield from _read_file_docs(path, piece.get("doc_separator"), field_)
+                yield from _read_file_docs(path, piece.get("doc_separator"), field_, piece.get("keep_between"))
 
 
 # -- Hugging Face datasets ----------------------------------------------------------------------

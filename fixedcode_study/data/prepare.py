@@ -309,7 +309,8 @@ def prepare(cfg: Mapping[str, Any], progress: bool = True) -> PreparedData:
     pretrained = is_pretrained(cfg.get("tokenizer"))
     if vocab_size < 257 and not pretrained:
         raise ConfigError("data.vocab_size", f"{vocab_size} is below the 256 byte tokens + end-of-text", "use >= 257")
-    docs = load_documents(source, cfg.get("paths") or (), cfg.get("doc_separator"), cfg.get("text_field") or "text")
+    docs = load_documents(source, cfg.get("paths") or (), cfg.get("doc_separator"), cfg.get("text_field") or "text",
+                          cfg.get("keep_between"))
     settings = {
         "source": source, "vocab_size": vocab_size, "val_fraction": float(cfg["val_fraction"]),
         "split_seed": int(cfg["split_seed"]), "tokenizer": "bytelevel_bpe",
