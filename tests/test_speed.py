@@ -15,6 +15,7 @@ from fixedcode_study.config import compose
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.model import attention
 from fixedcode_study.training.job import compiles, job_fingerprint, run_job
+from fixedcode_study.spec import JobSpec
 from fixedcode_study.spec.plan import plan_batch
 from fixedcode_study import hardware
 from fixedcode_study.hardware import native_bf16
@@ -118,7 +119,24 @@ def test_job_records_its_runtime(tmp_path):
     finally:
         torch.set_num_threads(before)  # the rest of the session keeps its cores
     assert record["status"] == "completed"
+    deterministic = record["runtime"].pop("deterministic")
     assert record["runtime"] == {"precision": "bf16-mixed", "compile": False, "threads": 1, "accelerator": "cpu"}
+    assert deterministic["bitwise"] is True and "runtime.threads (1)" in deterministic["scope"]
+
+
+@pytest.mark.parametrize("accelerator, asked, bitwise", [
+    ("cpu", None, True), ("gpu", None, False), ("cuda", True, True), ("gpu", False, False)])
+def test_the_record_says_when_a_runtime_is_not_bitwise_deterministic(accelerator, asked, bitwise):
+    """Issue 26: runtime.deterministic states what the same config and seed promise on this runtime,
+    with the reason; on CUDA only trainer.deterministic=true (torch's deterministic algorithms) is bitwise."""
+    overrides = [*TINY, f"trainer.accelerator={accelerator}"] + ([f"+trainer.deterministic={str(asked).lower()}"]
+                                                              if asked is not None else [])
+    spec = JobSpec.from_cfg(compose(overrides))
+    stated = spec.runtime.record()["deterministic"]
+    assert stated["bitwise"] is bitwise and stated["reason"]
+    if not bitwise:
+        assert "trainer.deterministic=true" in stated["reason"]  # says what to change
+    assert ("runtime.threads" in stated["scope"]) is (accelerator == "cpu")
 
 
 @pytest.mark.slow
@@ -136,3 +154,42 @@ def test_a_compiled_learned_job_at_two_threads_repeats_bitwise(tmp_path):
         rows = (tmp_path / attempt / "job" / "metrics.csv").read_text().splitlines()
         runs.append((outcome.record["final"], [r for r in rows if "tokens_per_second" not in r]))  # timing
     assert runs[0] == runs[1]
+
+
+@pytest.mark.slow
+def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path):
+    """Issue 26: a compiled job at 2 threads, SIGKILLed after its step-12 checkpoint and re-run with
+    the same command, ends bitwise equal to the uninterrupted job: final numbers and every metrics.csv
+    row but the timing ones. The resumed attempt compiles the same kernels as a fresh one (the same
+    graph, input eager), so only the reduction order could differ, and it must not. cpu_tiny, because
+    test_micro's kernels never showed the drift (the compile threshold is lowered instead of
+    train.compile=true: the path `auto` takes)."""
+    import signal
+
+    from helpers.distributed import metric_rows, only_job, results, start, stop, wait_for
+
+    args = ["model=cpu_tiny", "input=learned", "logger=csv", "train.tokens=65536", "train.val_points=2",
+            "train.compile_min_flops=0", "trainer.precision=32-true", "threads=2", "seed=7",
+            "checkpoint.every_steps=4", "checkpoint.keep_every_steps=12"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    for root in (whole, killed):
+        root.mkdir()
+    before = torch.get_num_threads()
+    try:
+        reference = run_job(compose([*args, f"out_root={whole}"]), whole / "job")
+    finally:
+        torch.set_num_threads(before)  # the rest of the session keeps its cores
+    assert reference.record["runtime"]["compile"] is True and reference.record["runtime"]["threads"] == 2
+
+    proc = start([*args, f"out_root={killed}"], killed, killed / "attempt1.log")
+    wait_for("**/checkpoints/step-0000012.ckpt", killed, proc)
+    assert stop(proc, signal.SIGKILL) == -signal.SIGKILL
+    job = only_job(killed)
+    assert results(job)["status"] == "running"  # killed for real, mid-training
+    proc = start([*args, f"out_root={killed}"], killed, killed / "attempt2.log")  # the same command again
+    assert proc.wait(timeout=900) == 0, (killed / "attempt2.log").read_text()[-3000:]
+    resumed = results(job)
+    assert resumed["status"] == "completed" and resumed["resumed_from_step"] >= 12
+    assert resumed["runtime"]["compile"] is True and resumed["runtime"]["deterministic"]["bitwise"] is True
+    assert resumed["final"] == reference.record["final"]
+    assert metric_rows(job) == metric_rows(whole / "job")

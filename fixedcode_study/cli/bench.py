@@ -38,7 +38,8 @@ COMMAND = Command("bench", __doc__, overrides=True, keys=(
     Key("schedule", "auto", "auto = abba (also 'interleaved'): steps split over a pass and a reversed pass; "
         "sequential: one pass", flag="--schedule",
         choices=("auto", "abba", "interleaved", "sequential")),
-    Key("settings", "default", "default (what `run` uses), all, or of fp32,fp32_compiled,bf16,bf16_compiled",
+    Key("settings", "default", "default (what `run` uses), all, or of fp32,fp32_compiled,bf16,bf16_compiled; "
+        "fp32_compiled_input and bf16_compiled_input compile the input layer too (not bitwise at 2+ threads)",
         flag="--settings"),
     Key("jobs", 1, "CPU: also time N jobs side by side (cores/N threads each)", flag="--jobs"),
     Key("threads", None, "torch.set_num_threads for CPU runs", flag="--threads", kind=int),

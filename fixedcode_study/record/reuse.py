@@ -164,8 +164,16 @@ def _adopt(job: JobDir, cfg: DictConfig, overrides: list[str], source: JobDir, r
     adopted = _record(job, cfg, overrides, source, record, via, link)
     job.write_results(adopted)  # last: only now is this directory a (trained, running) job
     say(f"[run] {job.name}: reusing the completed job {source.path} (same fingerprint "
-        f"{adopted['reused_from']['fingerprint'][:12]}); force=true retrains it")
+        f"{adopted['reused_from']['fingerprint'][:12]}){_runtime_caveat(record)}; force=true retrains it")
     return adopted
+
+
+def _runtime_caveat(record: Mapping[str, Any]) -> str:
+    """What the reused numbers' runtime does not promise (runtime.deterministic; empty when bitwise)."""
+    deterministic = (record.get("runtime") or {}).get("deterministic") or {}
+    if deterministic.get("bitwise", True):
+        return ""
+    return f"; its runtime is not bitwise deterministic ({deterministic.get('reason', 'no reason recorded')})"
 
 
 def _copy(src: Path, dst: Path) -> None:

@@ -32,7 +32,7 @@ from ..outputs import is_default_output
 from ..record.fingerprint import fingerprint
 from .evaluation import eval_settings, wants_eval
 from .plan import BatchPlan, plan_batch
-from .runtime import resolve_compile, resolve_threads
+from .runtime import determinism, resolve_compile, resolve_threads
 from .schedule import validation_schedule
 from .settings import validate_settings
 
@@ -58,10 +58,11 @@ class RuntimeSpec:
     compile_per_block: bool  # under FSDP each block is compiled (the unit it wraps and gathers)
     threads: int
     progress_bar: bool
+    deterministic: Mapping[str, Any]  # {bitwise, scope, reason}: spec/runtime.determinism
 
     def record(self) -> dict[str, Any]:
         return {"precision": self.precision, "compile": self.compile, "threads": self.threads,
-                "accelerator": self.accelerator}
+                "accelerator": self.accelerator, "deterministic": dict(self.deterministic)}
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,9 @@ class JobSpec:
                 # file may leave to Lightning; these defaults are Lightning's own.
                 precision=str(trainer.get("precision", "32-true")), accelerator=str(trainer.get("accelerator", "auto")),
                 compile=compiled, compile_per_block="fsdp" in str(trainer.get("strategy", "")).lower(),
-                threads=threads, progress_bar=bool(trainer.get("enable_progress_bar", True))),
+                threads=threads, progress_bar=bool(trainer.get("enable_progress_bar", True)),
+                deterministic=determinism(str(trainer.get("accelerator", "auto")), compiled, threads,
+                                          plan.world, trainer.get("deterministic"))),
             checkpoint=CheckpointSpec(
                 every_steps=int(ckpt["every_steps"]), keep_every_steps=int(ckpt["keep_every_steps"]),
                 keep_last=bool(ckpt["keep_last"]), resume=bool(ckpt["resume"]),

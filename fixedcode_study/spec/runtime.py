@@ -9,6 +9,9 @@ the training itself read one decision.
             default) or a positive int.
   compile   `train.compile`: true | false | auto; auto compiles when the job's training FLOPs
             (the built model's FLOPs per token x the tokens it trains) reach `train.compile_min_flops`.
+  deterministic  not a setting but a statement (results.json runtime.deterministic): whether the
+            same config and seed give bitwise the same numbers under this runtime, within which scope,
+            and why. resume and reuse repeat it when it is false; docs/record.md states the rule.
 """
 
 from __future__ import annotations
@@ -32,6 +35,48 @@ def resolve_threads(setting: Any) -> int:
     if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
         raise ConfigError("threads", f"got {setting!r}", "use auto or a positive number of threads")
     return setting
+
+
+def device_kind(accelerator: str) -> str:
+    """cpu | cuda | mps: what `trainer.accelerator` (cpu, gpu, cuda, mps, auto) trains on here."""
+    accelerator = accelerator.lower()
+    if accelerator == "cpu":
+        return "cpu"
+    if accelerator == "mps" or (accelerator == "auto" and not torch.cuda.is_available()
+                                and getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        return "mps"
+    if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()):
+        return "cuda"
+    return "cpu"  # auto without an accelerator: Lightning falls back to the CPU
+
+
+def determinism(accelerator: str, compiled: bool, threads: int, world: int,
+                trainer_deterministic: Any = None) -> dict[str, Any]:
+    """results.json runtime.deterministic: {bitwise, scope, reason}.
+
+    bitwise  whether two runs of the same config and seed, and a killed-and-resumed run, give bitwise
+             the same numbers (true) or equal numbers only to float tolerance (false);
+    scope    what else must match for that: the thread count on CPU, the GPU model and count on CUDA;
+    reason   why, in one sentence, with what to change when it is false.
+    """
+    kind = device_kind(accelerator)
+    devices = f", {world} processes" if world > 1 else ""
+    if kind == "cpu":
+        how = ("compiled blocks, norm and head with the input layer left eager (compiled, a learned "
+               "table's backward added its gradient with atomic adds across OpenMP threads: issue 26)"
+               if compiled else "eager kernels")
+        return {"bitwise": True, "scope": f"same config, seed and runtime.threads ({threads}){devices}",
+                "reason": f"CPU: {how}, whose reductions run in a fixed order at a fixed thread count "
+                          "(tested at 1 and 2 threads, fresh and resumed after SIGKILL)"}
+    if trainer_deterministic is True:
+        return {"bitwise": True, "scope": f"same config, seed, {kind.upper()} device model{devices}",
+                "reason": "trainer.deterministic=true: torch.use_deterministic_algorithms(True) and "
+                          "CUBLAS_WORKSPACE_CONFIG=:4096:8 (set by Lightning; slower); requested, not tested "
+                          "by this workbench's CI, which has no GPU"}
+    return {"bitwise": False, "scope": f"same config, seed, {kind.upper()} device model{devices}",
+            "reason": f"{kind.upper()}: attention and embedding backward kernels and split-K matmuls may add in "
+                      "a varying order, so runs agree to float tolerance only; +trainer.deterministic=true asks "
+                      "torch for deterministic algorithms (slower)"}
 
 
 def resolve_compile(train: Mapping[str, Any], train_flops: float) -> bool:

@@ -46,7 +46,7 @@ from omegaconf import DictConfig
 
 from ..errors import ConfigError
 from ..model import ModelConfig
-from .fit import REFERENCE, SETTINGS, Setting, fit_steps
+from .fit import DEFAULT_ALL, REFERENCE, SETTINGS, Setting, fit_steps
 from .meters import PeakMemory, PeakMeters, checkpoint_bytes
 
 SCHEDULES = ("abba", "sequential")
@@ -61,7 +61,7 @@ def default_setting(cfg: DictConfig, device: torch.device) -> Setting:
 
     precision = "bf16-mixed" if device.type == "cuda" else str(cfg.trainer.get("precision", "32-true"))
     compiled = compiles(cfg)
-    named = [s for s in SETTINGS.values() if s.precision == precision and s.compile == compiled]
+    named = [s for s in SETTINGS.values() if s.precision == precision and s.compile == compiled and s.input_eager]
     return named[0] if named else Setting(f"{precision}{'_compiled' if compiled else ''}", precision, compiled)
 
 
@@ -81,7 +81,7 @@ def resolve_settings(spec: str, cfg: DictConfig, device: torch.device) -> list[S
     out: list[Setting] = []
     for part in check_settings(spec):
         if part == "all":
-            chosen = list(SETTINGS.values())
+            chosen = [SETTINGS[name] for name in DEFAULT_ALL]  # the *_input settings are asked by name
         elif part == "default":
             chosen = [default_setting(cfg, device)]
         else:

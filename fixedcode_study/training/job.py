@@ -367,6 +367,14 @@ def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, cu
             if ckpt_path is not None:
                 rec.record["resumed_from_step"] = checkpoint_step(ckpt_path)
                 trim_metrics(job.metrics, rec.record["resumed_from_step"])
+                before = ((previous or {}).get("runtime") or {}).get("threads")
+                if before is not None and before != spec.runtime.threads:
+                    say(f"[run] {job.name}: resuming at {spec.runtime.threads} threads a run that trained at {before}: "
+                        "bitwise equality with an uninterrupted run holds at one thread count only")
+                if not spec.runtime.deterministic["bitwise"]:
+                    say(f"[run] {job.name}: resuming from step {rec.record['resumed_from_step']}; this runtime is "
+                        f"not bitwise deterministic ({spec.runtime.deterministic['reason']}), so the continuation "
+                        "equals an uninterrupted run to float tolerance only")
             else:  # an attempt that died before its first checkpoint: keep its curves aside
                 job.set_aside_metrics()
             rec.open_mirror(spec, {**record["config"], "input_props": props, "params": params,
