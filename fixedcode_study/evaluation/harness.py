@@ -38,7 +38,7 @@ from ..data.layout import read_meta
 from ..errors import ConfigError
 from ..record import atomic
 from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, weights_file
-from ..spec.evaluation import eval_settings
+from ..spec.evaluation import CONTEXT_RULE, eval_settings
 
 __all__ = ["build_record", "eval_settings", "evaluate_checkpoint", "file_sha256", "find_prepared_root", "run_suite",
            "task_metrics", "wandb_metrics"]
@@ -150,7 +150,9 @@ def run_suite(lm: Any, settings: dict[str, Any], use_cache: str | None = None) -
             limit=settings["limit"], bootstrap_iters=int(settings["bootstrap_iters"]), use_cache=use_cache,
             log_samples=False,
         )
-    return build_record(results, settings)
+    record = build_record(results, settings)
+    record["context"] = {"max_length": int(lm.max_length), "rule": CONTEXT_RULE}
+    return record
 
 
 def evaluate_checkpoint(checkpoint_dir: str | os.PathLike, eval_cfg: Mapping[str, Any] | DictConfig,

@@ -117,8 +117,7 @@ def evaluate_external(spec: str, eval_cfg: Mapping[str, Any] | DictConfig, study
     eval_cfg: validated settings (spec.evaluation.eval_settings); data_cfg: the corpus built-in tasks
     score when eval.prepared_root is unset (the command passes the composed config's data).
     """
-    from lm_eval.models.huggingface import HFLM
-
+    from ..evaluation.hf_lm import ContextClippedHFLM
     from ..evaluation.tasks import BUILTIN_TASKS
 
     t0 = time.time()
@@ -130,7 +129,7 @@ def evaluate_external(spec: str, eval_cfg: Mapping[str, Any] | DictConfig, study
         settings["prepared_root"] = str(Path(settings["prepared_root"]).expanduser().resolve()
                                         if settings["prepared_root"] else corpus_root(data_cfg))
     try:
-        lm = HFLM(pretrained=str(model.path), tokenizer=str(model.path), trust_remote_code=model.trust_remote_code,
+        lm = ContextClippedHFLM(pretrained=str(model.path), tokenizer=str(model.path), trust_remote_code=model.trust_remote_code,
                   batch_size=settings["batch_size"], device=settings["device"] or "cpu", dtype=settings["dtype"])
     except ValueError as err:
         if "trust_remote_code" in str(err):

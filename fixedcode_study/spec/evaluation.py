@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError
 
-__all__ = ["DEFAULTS", "EVAL_IDENTITY", "eval_settings", "wants_eval"]
+__all__ = ["CONTEXT_RULE", "DEFAULTS", "EVAL_IDENTITY", "eval_settings", "wants_eval"]
 
 DEFAULTS: dict[str, Any] = {
     "name": "custom", "tasks": [], "metrics": {}, "num_fewshot": 0, "batch_size": 32, "limit": None,
@@ -53,3 +53,9 @@ def wants_eval(eval_cfg: Mapping[str, Any] | None) -> bool:
 
 # Evaluation settings that change the numbers; a stored evaluation with other values is stale.
 EVAL_IDENTITY = ("num_fewshot", "limit", "data_dir", "dtype", "batch_size", "builtin")
+
+
+# How a request longer than the model's context is scored, on both evaluation paths (this adapter, and
+# lm-eval's HFLM through hf_lm.ContextClippedHFLM); the record states it under `context`.
+CONTEXT_RULE = ("context + continuation cut from the left to max_length + 1 tokens; a continuation longer "
+                "than max_length is scored on its last max_length tokens")
