@@ -251,7 +251,7 @@ def test_eval_on_a_reused_job_evaluates_it_in_its_own_directory(studies):
     assert outcome.action == "reused" and rec["status"] == "completed", rec.get("eval")
     assert rec["reused_from"]["job_dir"] == str(source.path.resolve())
     assert Path(rec["eval"]["checkpoint"]) == job.final_checkpoint
-    assert sorted(rec["eval"]["tasks"]) == ["fixedcode_heldout_lastword", "fixedcode_heldout_ppl"]
+    assert sorted(rec["eval"]["tasks"]) == ["fixedcode_heldout_lastword", "fixedcode_heldout_lastword_choice", "fixedcode_heldout_ppl"]
     assert (job.final_checkpoint / "eval-builtin.json").exists()
     assert not (source.final_checkpoint / "eval-builtin.json").exists() and "eval" not in results(source)
     assert os.path.samefile(weights(job), weights(source))

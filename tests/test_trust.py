@@ -120,7 +120,7 @@ def test_failed_evaluation_is_not_completed_exits_nonzero_and_reruns_only_the_ev
     assert again.returncode == 0, again.stderr[-2000:]
     done = results(job)
     assert done["status"] == "completed" and "error" not in done["eval"]
-    assert sorted(done["eval"]["tasks"]) == ["fixedcode_heldout_lastword", "fixedcode_heldout_ppl"]
+    assert sorted(done["eval"]["tasks"]) == ["fixedcode_heldout_lastword", "fixedcode_heldout_lastword_choice", "fixedcode_heldout_ppl"]
     # evaluated, not retrained: the training numbers and their timing are the first attempt's
     assert done["final"] == res["final"] and done["train_seconds"] == res["train_seconds"]
     assert "already trained; running eval=builtin" in again.stdout
