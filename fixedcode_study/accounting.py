@@ -35,14 +35,23 @@ OPTIMIZER_GROUPS = ("input", "head", "decay", "no_decay")
 
 # -- counts from shapes ------------------------------------------------------------------------------
 def block_params(cfg: "ModelConfig") -> int:
-    """Parameters of one decoder block: fused qkv + output projection + SwiGLU + two RMSNorm scales."""
+    """Parameters of one decoder block: fused qkv + output projection + the MLP + two RMSNorm scales."""
     return block_matmul_params(cfg) + 2 * cfg.d_model
+
+
+# d x d_ff matrices per MLP (model.MLPS): SwiGLU's gate, up and down; the GELU MLP's up and down.
+MLP_MATRICES = {"swiglu": 3, "gelu": 2}
+
+
+def mlp_params_per_unit(cfg: "ModelConfig") -> int:
+    """Parameters one unit of d_ff adds to one block's MLP (d per matrix)."""
+    return MLP_MATRICES[cfg.mlp] * cfg.d_model
 
 
 def block_matmul_params(cfg: "ModelConfig") -> int:
     d, hd = cfg.d_model, cfg.head_dim
     attn = d * (cfg.n_head + 2 * cfg.kv_heads) * hd + cfg.n_head * hd * d
-    return attn + 3 * d * cfg.d_ff
+    return attn + mlp_params_per_unit(cfg) * cfg.d_ff
 
 
 def body_params(cfg: "ModelConfig") -> int:

@@ -19,7 +19,8 @@ probes, tests), resolving references first.
   ask "is it the code, or just fewer trainable parameters?":
 
     size_match: learned                  target = trainable count of the preset with input=learned
-    size_match_by: d_ff                  widen every SwiGLU MLP (3 d params per unit of d_ff per layer)
+    size_match_by: d_ff                  widen every MLP (per unit of d_ff per layer: 3 d params for
+                                         SwiGLU, 2 d for the GELU MLP)
                    n_layer               add whole blocks (coarse: often cannot land within tolerance)
                    n_layer+d_ff          add as many whole blocks as fit, then widen d_ff for the rest
     size_match_tolerance: 0.01           |trainable - target| / target must end up <= this
@@ -50,7 +51,7 @@ from typing import Any, Mapping
 
 import torch
 
-from .accounting import block_params, body_params, flops_per_token, head_params
+from .accounting import block_params, body_params, flops_per_token, head_params, mlp_params_per_unit
 from .config import resolve_input_references, resolve_output_references
 from .errors import ConfigError
 from .inputs import build_input, input_trainable_params
@@ -194,7 +195,7 @@ def match_size(model_cfg: ModelConfig, input_cfg: Mapping[str, Any],
 
     def widen(cfg: ModelConfig, missing: int) -> ModelConfig:
         """Closest d_ff (a multiple of multiple_of) for `missing` extra parameters."""
-        per_unit = 3 * cfg.d_model * cfg.n_layer
+        per_unit = mlp_params_per_unit(cfg) * cfg.n_layer
         m = spec["multiple_of"]
         ideal = cfg.d_ff + missing / per_unit
         candidates = {max(m, int(ideal // m) * m), max(m, (int(ideal // m) + 1) * m)}

@@ -1,8 +1,10 @@
 """The shared decoder: a Llama/SmolLM2-style Transformer with a pluggable input interface.
 
 RMSNorm (pre-norm), rotary position embeddings (Llama's rotate-half convention, so weights map
-one-to-one onto Hugging Face's LlamaForCausalLM), SwiGLU MLP, causal attention through
-scaled_dot_product_attention, no biases. Two parts are pluggable: `self.input` (token IDs -> input
+one-to-one onto Hugging Face's LlamaForCausalLM), a SwiGLU MLP (`model.mlp: swiglu`, the default)
+or a plain GELU MLP (`model.mlp: gelu`: the paper's earlier version, conf/model/paper_v1.yaml;
+no Llama equivalent, so the Hugging Face export and the bench's reference refuse it), causal
+attention through scaled_dot_product_attention, no biases. Two parts are pluggable: `self.input` (token IDs -> input
 vectors, the inputs package), the part the study varies, and `self.head` (final hidden states ->
 logits, the outputs package), the paper's untied V x d projection unless `output=` asks otherwise.
 
@@ -11,7 +13,8 @@ Shapes: B batch, T sequence, d d_model, H heads, Hkv key/value heads, D head dim
 Init with common random numbers. Every random initial value is drawn from a torch.Generator of
 its own *stream*, seeded from (seed, stream name) by a stable hash (`init_stream_seed`):
   input      the input interface's draws (a learned table; fixed codes draw nothing here)
-  blocks.i   block i's matrices, in registration order: qkv, proj (attention), then gate_up, down
+  blocks.i   block i's matrices, in registration order: qkv, proj (attention), then the MLP's
+             (SwiGLU: gate_up, down; GELU: up, down)
   head       the output head's draws (untied: its V x d matrix; fixed: P; bitchain: a, then m)
 (accounting.module_group's input / body / head, with the body split per block; the norms start
 at 1 and draw nothing.) No stream depends on another's shapes, so at one seed:
@@ -40,6 +43,7 @@ from .errors import ConfigError
 from .outputs import OutputHead, UntiedHead
 
 INIT_SCHEME = "per_group_generators"
+MLP_TYPES = ("swiglu", "gelu")
 INIT_DERIVATION = "int.from_bytes(sha256(f'{seed}:{stream}').digest()[:8], 'little') & (2**63 - 1)"
 
 
@@ -71,11 +75,15 @@ class ModelConfig:
     n_head: int = 4
     n_kv_head: int | None = None  # None = n_head (multi-head); fewer = grouped-query attention
     d_model: int = 128
-    d_ff: int = 384  # SwiGLU hidden width
+    d_ff: int = 384  # the MLP's hidden width
     max_seq_len: int = 256
     rope_theta: float = 10_000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    # The MLP: "swiglu" (gated, three d x d_ff matrices) or "gelu" (two). Only presets that want
+    # gelu set the key: a preset without it is swiglu, so adding the option left the resolved
+    # config, and with it the fingerprint, of every earlier job unchanged.
+    mlp: str = "swiglu"
 
     @property
     def head_dim(self) -> int:
@@ -94,6 +102,8 @@ class ModelConfig:
         return config
 
     def validate(self) -> None:
+        if self.mlp not in MLP_TYPES:
+            raise ConfigError("model.mlp", f"unknown MLP {self.mlp!r}", f"use one of {', '.join(MLP_TYPES)}")
         if self.d_model % self.n_head:
             raise ConfigError(
                 "model.n_head", f"d_model={self.d_model} is not divisible by n_head={self.n_head}",
@@ -186,7 +196,31 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, T, d_ff) each
-        return self.down(F.silu(gate) * up)
+        return self.down(F.silu(gate) * up)  # (B, T, d)
+
+
+class GELUMLP(nn.Module):
+    """The GPT-2 / nanoGPT MLP without biases: down(gelu(up(x))), two matrices instead of SwiGLU's
+    three, so at one d_ff it has 2/3 of SwiGLU's MLP parameters and FLOPs. Exact (erf) GELU."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.up = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
+        self.down = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))  # (B, T, d_ff) -> (B, T, d)
+
+
+MLPS = {"swiglu": SwiGLU, "gelu": GELUMLP}
+
+
+def require_gated_mlp(cfg: ModelConfig, what: str, fix: str) -> None:
+    """Refuse, in one line naming model.mlp, a model whose MLP `what` (code written for Llama's
+    gated MLP) cannot represent."""
+    if cfg.mlp != "swiglu":
+        raise ConfigError("model.mlp", f"{what} maps the MLP onto Llama's gated (SwiGLU) MLP; "
+                          f"this model's is mlp={cfg.mlp}", fix)
 
 
 class Block(nn.Module):
@@ -195,7 +229,7 @@ class Block(nn.Module):
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attn = CausalSelfAttention(cfg)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg)
+        self.mlp = MLPS[cfg.mlp](cfg)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), cos, sin)
@@ -234,7 +268,7 @@ class Decoder(nn.Module):
         self.input.reset_parameters(init_generator(self.init_seed, "input"))  # its own init, its own stream
         for i, block in enumerate(self.blocks):
             g = init_generator(self.init_seed, f"blocks.{i}")
-            for p in block.parameters():  # qkv, proj, gate_up, down: attention before the MLP
+            for p in block.parameters():  # qkv, proj, then the MLP's (gate_up or up), down
                 if p.dim() == 2:
                     init_normal_(p, std, g)
         self.head.reset_parameters(init_generator(self.init_seed, "head"), std)

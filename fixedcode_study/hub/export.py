@@ -37,7 +37,7 @@ import torch
 from ..data.tokenizer import end_of_text_id
 from ..errors import ConfigError
 from ..inputs import FixedBinaryCode, FixedCode, GF2Code, LearnedEmbedding, LearnedLowDim, WideCode
-from ..model import Decoder
+from ..model import Decoder, require_gated_mlp
 from ..outputs import BitChainHead, FixedCodeHead, TiedHead, UntiedHead, is_default_output
 from ..record.atomic import atomic_dir
 from ..record.checkpoint import EXPORT_META, Checkpoint, load_checkpoint  # EXPORT_META: config.json key naming the source
@@ -138,6 +138,8 @@ def hf_model(model: Decoder):
     """The transformers model (fp32, eval) computing what `model` computes, input and head included."""
     from transformers import LlamaForCausalLM
 
+    require_gated_mlp(model.config, "the Hugging Face conversion (export, generate)",
+                      "evaluate a GELU checkpoint with `fixedcode evaluate`, which runs the workbench model itself")
     spec, buffers = input_code_spec(model.input)
     head_spec, head_buffers = head_code_spec(model.head)
     if isinstance(model.head, TiedHead) and spec is not None:  # outputs/ refuses it at build; said again here

@@ -38,7 +38,7 @@ from omegaconf import DictConfig
 
 from .. import accounting
 from ..errors import ConfigError
-from ..model import ModelConfig
+from ..model import ModelConfig, require_gated_mlp
 from .bench_report import BENCH_VERSION, compare_with_reference, side_by_side_mfu, state_only, variant_rows
 from .fit import STEP, Setting
 from .meters import PeakMeters
@@ -121,6 +121,8 @@ def preflight(cfgs: dict[str, DictConfig], options: BenchOptions, reference_conf
         if head != "untied":  # LlamaForCausalLM's lm_head is a V x d matrix: only the untied head maps onto it
             raise ConfigError("output", f"the HF LlamaForCausalLM reference has an untied head, not output={head}",
                               "bench other heads with no_reference=true (--no-reference), or compare heads with bench-output")
+        require_gated_mlp(ModelConfig.from_mapping(reference.model), "the HF LlamaForCausalLM reference",
+                          "bench a GELU model with no_reference=true (--no-reference)")
     return device, chosen, reference, resolve_schedule(options.schedule, options.steps)
 
 
