@@ -70,12 +70,15 @@ def test_every_cpu_job_builds(name, planned):
 
 def test_every_paper_scale_model_and_input_builds(planned):
     """The paper scale of each study builds too (shapes only): one job per distinct (model, input)."""
-    seen = {}
+    seen, budgets = {}, {}
     for name in studies.available_studies():
+        # a study with a token axis at paper scale (compute_ladder) trains its own budgets
+        target = budgets if "train.tokens" in studies.load_study(name).scales.get("paper", {}) else seen
         for job in planned(name, "paper"):
-            seen.setdefault((job.cfg.model.name, json.dumps(dict(job.cfg.input), sort_keys=True, default=str)), job)
+            target.setdefault((job.cfg.model.name, json.dumps(dict(job.cfg.input), sort_keys=True, default=str)), job)
     facts = cost.job_facts(list(seen.values()))
-    assert {f["model"] for f in facts} == {"smollm2_135m", "smollm2_360m", "paper_1p7b"}
+    assert {f["model"] for f in facts + cost.job_facts(list(budgets.values()))} == {
+        "smollm2_135m", "smollm2_360m", "paper_1p7b"}
     # experiment=paper_1p7b: 100B tokens, rounded up to whole optimizer steps (the cost counts the tokens
     # a job trains; the controls' *_isoflop arms train fewer, see test_controls.py)
     assert all(100_000_000_000 <= f["tokens"] < 100_010_000_000 for f in facts if not f["input"].endswith("_isoflop"))
