@@ -7,4 +7,5 @@ external.py  outside models evaluated with `fixedcode evaluate hf=...` (referenc
 probes.py    probes.json / probes_cross.json (fresh ones only); samples.py: samples.json
 variants.py  the row label of a job (input plus the input properties that vary)
 breakdown.py the final validation loss per bucket (results.json val_breakdown) as rows
+ladder.py    model shapes and token budgets as comparison contexts (a compute ladder)
 """

@@ -43,7 +43,8 @@ def model_rank(jobs: pd.DataFrame) -> dict:
     included = jobs[jobs["included"]]
     if "params.total" not in included:
         return {m: i for i, m in enumerate(sorted(included["model"].astype(str).unique()))}
-    sizes = included.groupby("model", dropna=False)["params.total"].mean().sort_values(kind="stable")
+    by = ["params.total"] + (["train_budget"] if "train_budget" in included else [])  # a ladder: size, then budget
+    sizes = included.groupby("model", dropna=False)[by].mean().sort_values(by, kind="stable")
     return {m: i for i, m in enumerate(sizes.index)}
 
 
