@@ -8,4 +8,5 @@ power.py        seed pairs for 80% power: paired t and TOST sample sizes
 variance.py     GF(2) matrix vs run-seed variance components; tuning.py: best learning rate per arm
 metrics.py      a metric's better direction and test scale; grouping.py: comparison contexts
 breakdown.py    the loss per bucket compared arm against arm, and each bucket's share of the gap
+scaling.py      L(N, D) per arm (Chinchilla approach 3), the paired gap against compute, seed bootstrap
 """
