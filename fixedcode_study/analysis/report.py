@@ -32,6 +32,8 @@ from .stats.power import POWER
 from .tables.breakdown import PREFIX as BREAKDOWN_PREFIX, TITLES as BREAKDOWN_TITLES, breakdown_tables
 from .tables.breakdown import title as breakdown_title
 from .figures.breakdown import STEM as BREAKDOWN_FIGURE, breakdown_figure
+from .figures.scaling import STEM as SCALING_FIGURE, scaling_figure
+from .tables import scaling as tables_scaling
 from .tables.code import code_table, constant_bit_warnings
 from .tables.heads import heads_table
 from .tables.compare import comparison_table, compute
@@ -143,6 +145,7 @@ class Built:
     probes: ProbeData | None = None      # representation probes of the included jobs (fixedcode_study.analysis.read.probes)
     samples: list = field(default_factory=list)  # fresh samples.json per variant (fixedcode_study.analysis.read.samples)
     findings: list[str] = field(default_factory=list)  # the Findings section, from the comparison verdicts
+    scaling: object = None               # a compute ladder's fits (tables/scaling.py), else None
 
 
 def comparison_decimals(study, finals: list[str]) -> dict[str, int]:
@@ -189,6 +192,9 @@ def build_tables(study, options: ReportOptions) -> Built:
         built.warnings = constant_bit_warnings(study)
         made["params"] = tables.params_table(study)
         add_breakdown_tables(built, options)
+        built.scaling = tables_scaling.build(study, options.baseline)
+        if built.scaling is not None:
+            made.update(built.scaling.tables)
         built.notes += tables.table_notes(built.compared, options.baseline)
         built.probes = load_probes(study)
         built.notes += built.probes.notes
@@ -215,6 +221,7 @@ def build_figures(study, built: Built, fig_dir: Path, options: ReportOptions) ->
         if built.probes is not None:
             made += probe_figures(study, built.probes, fig_dir)
         made.append(breakdown_figure(breakdown_rows(built), fig_dir))
+        made.append(scaling_figure(built.scaling, fig_dir))
     return [f for f in made if f is not None]
 
 
@@ -312,6 +319,47 @@ def breakdown_section(built: Built, made: list[FigureFile]) -> list[str]:
     return lines
 
 
+def scaling_section(built: Built, made: list[FigureFile]) -> list[str]:
+    """A compute ladder's scaling fits (tables/scaling.py); [] for any other study."""
+    result = built.scaling
+    if result is None:
+        return []
+    numbers = {fig.stem: i for i, fig in enumerate(made, start=1)}
+    figure = f" Figure {numbers[SCALING_FIGURE]} plots the gap against compute." if SCALING_FIGURE in numbers else ""
+    seeds = result.draws.counts.shape[1] if result.draws is not None else 0
+    lines = ["## Scaling", "",
+             f"Final val bpb of every arm run at several model sizes and token budgets ({len(result.points)} jobs, "
+             f"{seeds} seeds; every point in `tables/scaling_jobs.csv` with its run directory). Two fits, each with "
+             f"95% intervals from {result.draws.counts.shape[0] if result.draws is not None else 0} bootstrap "
+             "replicates that resample whole seeds (a seed's jobs stay together, and arms share the draws, so "
+             "predicted gaps are paired):",
+             "- **The law** L(N, D) = E + A/N^α + B/D^β per arm (Hoffmann et al. 2022, approach 3: Huber δ = 1e-3 on "
+             "log L, L-BFGS from the best points of Hoffmann's initialisation grid and of each exponent pair, run to "
+             "tight tolerances as Besiroglu et al. 2024 ask), with N counted two ways (Pearce & Song 2024: the choice "
+             "moves fitted exponents at small scale): *Chinchilla*, every trained parameter (a learned arm's input "
+             "table included, a fixed code has none), and *Kaplan*, non-embedding parameters (the body: no input "
+             "table, no head). D = tokens seen. Five parameters need at least three sizes and three budgets; the flags "
+             "say when a fit is at a bound, outside the grid, flat, or weakly identified.",
+             "- **The gap fit**: the paired gap (arm minus baseline, same seed, size and budget) against training "
+             "compute C = flops_per_token × tokens seen, gap = c0 + c1 log10 C. A line in log C rather than a power "
+             "law, which would need a gap of one sign at every point.",
+             "- **Predictions** at the paper's (N, D) (SmolLM2-1.7B shape, V = 49,152, untied head, 1e11 tokens) and "
+             "the earlier version's (32 × 1,024, GELU MLP, V = 65,536; its d_ff, heads, context and tokens are "
+             f"assumed: {tables_scaling.EARLIER_ASSUMED}), with the extrapolation in orders of magnitude. Beside them, "
+             "the paper's measured gap on **WikiText** (lm-eval word perplexity converted to bits per byte with "
+             "WikiText-2 test's words per byte), which is not our validation text and not our tokenizer: a "
+             "reference, not a test of the fit." + figure, ""]
+    lines += ["### Readings", "",
+              "Each line says what one fit predicts and no more than its interval allows. The intervals are over "
+              "seeds only: they take the fitted form as true out to the target, which nothing here tests, so an "
+              "interval that excludes 0 orders of magnitude beyond the data says what the fit implies there, not what "
+              "a model at that scale does.", "", *result.readings, ""]
+    for name, title in (("scaling_budgets", "Sizes, budgets and epochs"), ("scaling_laws", "The law per arm"),
+                        ("scaling_gap_fit", "The gap against compute"), ("scaling_predictions", "Predictions")):
+        lines += [f"### {title}", *_section(name, built.tables[name])[1:]]
+    return lines
+
+
 def probe_section(built: Built, made: list[FigureFile]) -> list[str]:
     """Method lines and tables of the representation probes; [] when no included job has fresh probes."""
     probes = built.probes
@@ -366,6 +414,7 @@ def report_markdown(study, built: Built, made: list[FigureFile], options: Report
         if name == "comparisons" and built.findings:   # readings right under the table they come from
             lines += ["## Findings", "", *built.findings, ""]
     lines += breakdown_section(built, made)
+    lines += scaling_section(built, made)
     lines += probe_section(built, made)
     lines += samples_section(built.samples)
     lines += ["## Figures", ""]
@@ -390,6 +439,8 @@ OUR_FIGURES = ("val_ppl_vs_tokens", "train_loss", "eval_metrics", "final_vs_code
 
 OUR_TABLES += tuple(BREAKDOWN_PREFIX + name for name in BREAKDOWN_TITLES)
 OUR_FIGURES += (BREAKDOWN_FIGURE,)
+OUR_TABLES += tables_scaling.NAMES
+OUR_FIGURES += (SCALING_FIGURE,)
 
 
 def remove_stale_outputs(out_dir: Path) -> None:

@@ -1,0 +1,271 @@
+"""The report's Scaling section (issue 25): a compute ladder's sizes and budgets become comparison
+contexts, the fits' tables and readings trace to run directories and say no more than their
+intervals, the paper's points and its WikiText gap are the published numbers, and other studies get
+no such section. The slow test trains a real tiny ladder with the `run` command."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conftest import SHARED_DATA
+from helpers import analysis as fx
+
+from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.analysis.read.runs import load_run_dirs
+from fixedcode_study.analysis.stats.scaling import orders
+from fixedcode_study.analysis.tables import scaling as ts
+from fixedcode_study.analysis.tables.scaling_points import (
+    EARLIER_POINT,
+    PAPER_POINT,
+    WIKITEXT_BYTES,
+    WIKITEXT_WORDS,
+    paper_wikitext_gaps,
+    wikitext_bpb,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+V = 4096
+SIZES = {"ladder_d32": (32, 40_000), "ladder_d48": (48, 90_000), "ladder_d64": (64, 160_000)}
+BUDGETS = (2 ** 19, 2 ** 21, 2 ** 23)
+TRAIN_SPLIT = 1_200_000      # fx.write_job's data.train_tokens
+# bpb = E + A/N^alpha + B/D^beta per arm (N: trainable parameters)
+LAW = {"learned": (1.2, 30.0, 0.35, 120.0, 0.32), "binary16": (1.25, 30.0, 0.33, 120.0, 0.31)}
+
+
+def write_ladder(root: Path, seeds=(1, 2, 3), noise=0.003) -> Path:
+    sweep = root / "multirun" / "ladder"
+    for name, (e, a, alpha, b, beta) in LAW.items():
+        for model, (d_model, body) in SIZES.items():
+            table = V * d_model if name == "learned" else 0
+            trainable = body + V * d_model + table
+            params = {"total": trainable, "trainable": trainable, "input_total": table, "input_trainable": table,
+                      "body": body, "head": V * d_model}
+            for tokens in BUDGETS:
+                for seed in seeds:
+                    rng = np.random.default_rng(zlib.crc32(f"{name},{model},{tokens},{seed}".encode()))
+                    value = (e + a / trainable ** alpha + b / tokens ** beta) * math.exp(rng.normal(0, noise))
+                    fx.write_job(sweep, name, seed, val_ppl=float(2 ** (4 * value)), val_bpb=value, model=model,
+                                 extra_key=f",model={model},train.tokens={tokens}", body=body, crn=True, curves=False,
+                                 config_extra={"train": {"tokens": tokens}, "model": {"name": model, "d_model": d_model}},
+                                 results_extra={"params": params, "tokens_seen": tokens,
+                                                "flops_per_token": 6 * (body + V * d_model)})
+    return sweep
+
+
+@pytest.fixture(scope="module")
+def ladder_report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ladder")
+    sweep = write_ladder(root)
+    out = root / "report"
+    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    return sweep, out
+
+
+def section(report: str, title: str) -> str:
+    start = report.index(f"## {title}\n")
+    end = report.find("\n## ", start + 1)
+    return report[start:end if end > 0 else None]
+
+
+# ---------------------------------------------------------------- reading a ladder
+
+
+def test_sizes_and_budgets_are_contexts_so_no_job_is_taken_for_a_repeated_seed(ladder_report):
+    sweep, _ = ladder_report
+    study = load_run_dirs([sweep])
+    assert len(study.included_jobs) == 2 * 3 * 3 * 3 and study.excluded_jobs.empty
+    assert study.included_jobs["model"].nunique() == 9
+    assert "ladder_d32 @ 2^19 tokens" in set(study.jobs["model"])
+    assert set(study.jobs["model_size"]) == set(SIZES) and set(study.jobs["train_budget"]) == set(BUDGETS)
+    assert set(study.jobs["variant"]) == {"learned", "binary16"}
+
+
+def test_a_preset_split_by_a_width_override_is_named_by_it(tmp_path):
+    sweep = tmp_path / "multirun" / "widths"
+    for d_model in (32, 64):
+        for seed in (1, 2):
+            fx.write_job(sweep, "learned", seed, val_ppl=60.0, val_bpb=1.9, model="test_micro", curves=False,
+                         extra_key=f",model.d_model={d_model}", config_extra={"model": {"name": "test_micro",
+                                                                                         "d_model": d_model}})
+    study = load_run_dirs([sweep])
+    assert sorted(study.included_jobs["model"].unique()) == ["test_micro (d_model=32)", "test_micro (d_model=64)"]
+    assert len(study.included_jobs) == 4
+
+
+# ---------------------------------------------------------------- the section
+
+
+def test_a_ladder_report_has_a_scaling_section_with_tables_readings_and_a_figure(ladder_report):
+    _, out = ladder_report
+    report = (out / "report.md").read_text()
+    text = section(report, "Scaling")
+    for title in ("Readings", "Sizes, budgets and epochs", "The law per arm", "The gap against compute", "Predictions"):
+        assert f"### {title}" in text
+    assert "WikiText" in text and "not our validation text" in text
+    assert (out / "figures" / "scaling_gap_vs_compute.png").is_file()
+    for name in ts.NAMES:
+        assert (out / "tables" / f"{name}.csv").is_file()
+    laws = pd.read_csv(out / "tables" / "scaling_laws.csv")
+    assert set(zip(laws["variant"], laws["convention"], strict=True)) == {
+        (v, c) for v in LAW for c in ("chinchilla", "kaplan")}
+    assert (laws["sizes"] == 3).all() and (laws["budgets"] == 3).all() and (laws["seeds"] == 3).all()
+    # 3 seeds: 10 distinct resamples; the table says the interval is coarse
+    assert laws["flags"].str.contains("coarse interval").all()
+
+
+def test_every_point_traces_to_a_run_and_epochs_are_tokens_over_the_split(ladder_report):
+    sweep, out = ladder_report
+    jobs = pd.read_csv(out / "tables" / "scaling_jobs.csv")
+    assert len(jobs) == 54
+    for row in jobs.itertuples():
+        results = json.loads((Path(row.run) / "results.json").read_text())
+        assert results["final"]["val_bpb"] == pytest.approx(row.val_bpb)
+        assert results["tokens_seen"] == row.tokens and results["params"]["body"] == row.n_kaplan
+        assert row.epochs == pytest.approx(results["tokens_seen"] / results["data"]["train_tokens"])
+    budgets = pd.read_csv(out / "tables" / "scaling_budgets.csv")
+    assert budgets.set_index("train_budget")["epochs_max"].to_dict() == pytest.approx(
+        {b: b / TRAIN_SPLIT for b in BUDGETS})
+    assert "6.991" in section((out / "report.md").read_text(), "Scaling")   # 2^23 / 1.2M epochs, shown
+
+
+def test_predictions_at_the_paper_and_earlier_points_state_interval_and_extrapolation(ladder_report):
+    _, out = ladder_report
+    pred = pd.read_csv(out / "tables" / "scaling_predictions.csv").fillna({"convention": ""})
+    assert set(pred["target"]) == {"paper", "earlier"} and set(pred["method"]) == {"gap vs compute", "law L(N, D)"}
+    jobs = pd.read_csv(out / "tables" / "scaling_jobs.csv")
+    max_c = (jobs["flops_per_token"] * jobs["tokens"]).max()
+    paper = pred[pred["target"] == "paper"]
+    assert paper["orders_compute"].to_numpy() == pytest.approx(math.log10(PAPER_POINT.compute / max_c))
+    assert paper["orders_tokens"].to_numpy() == pytest.approx(math.log10(1e11 / 2 ** 23))
+    law = paper[paper["convention"] == "chinchilla"].iloc[0]
+    assert (law.n_variant, law.n_baseline) == (1_711_376_384, 1_812_039_680)
+    assert paper.loc[paper["convention"] == "kaplan", "n_variant"].iloc[0] == 1_610_713_088
+    assert paper["measured_wikitext_gap_bpb"].to_numpy() == pytest.approx(wikitext_bpb(18.58) - wikitext_bpb(16.50))
+    assert (pred["low"] <= pred["gap"]).all() and (pred["gap"] <= pred["high"]).all()
+    readings = section((out / "report.md").read_text(), "Scaling").split("### Readings")[1].split("###")[0]
+    for row in pred.itertuples():
+        line = next(ln for ln in readings.splitlines() if ln.startswith(f"- {row.variant} − learned at")
+                    and row.target_label in ln and f" {ts._method_label(row)} fit predicts" in ln)
+        assert f"{row.orders_compute:.1f} orders of magnitude in compute" in line
+        assert f"[{row.low:.3f}, {row.high:.3f}]" in line
+        # a sign is claimed only when the interval excludes 0, in that direction
+        if row.low > 0:
+            assert "lies above 0" in line
+        elif row.high < 0:
+            assert "lies below 0" in line
+        else:
+            assert "contains 0" in line and "better" not in line and "worse" not in line
+    assert "closes" not in readings
+
+
+def test_the_readings_never_claim_a_trend_the_slope_interval_does_not_show():
+    result = ts.Scaling("learned", pd.DataFrame(), pd.DataFrame())
+    from fixedcode_study.analysis.stats.scaling import GapFit
+
+    for lo_slope, expected in ((-0.05, "contains 0"), (0.02, "increases"), (-0.2, "decreases")):
+        boot = np.column_stack([np.zeros(100), np.linspace(lo_slope, lo_slope + 0.1, 100)])
+        fit = GapFit(0.0, lo_slope + 0.05, 10, 5, 3, [], 1e13, 1e12, boot=boot)
+        result.gaps = {"binary16": fit}
+        result.predictions = pd.DataFrame(columns=["gap"])
+        line = ts.readings(result)[0]
+        assert expected in line, line
+
+
+def test_other_studies_get_no_scaling_section(tmp_path):
+    for build in (fx.build_main_sweep, fx.build_model_sweep):
+        sweep = build(tmp_path / build.__name__)
+        study = load_run_dirs([sweep])
+        assert not ts.applies(study, "learned")
+        assert ts.build(study, "learned") is None
+        assert set(study.jobs["model"]) == set(study.jobs["model_preset"])   # contexts unchanged
+
+
+# ---------------------------------------------------------------- the paper's points
+
+
+def test_the_paper_point_matches_the_issue_and_accounting():
+    assert PAPER_POINT.params("chinchilla", learned=True) == 1_812_039_680
+    assert PAPER_POINT.params("chinchilla", learned=False) == 1_711_376_384
+    assert PAPER_POINT.shape.table == 49_152 * 2_048 == 100_663_296
+    assert PAPER_POINT.params("kaplan", learned=True) == 1_711_376_384 - 100_663_296
+    from fixedcode_study.accounting import flops_per_token
+    from fixedcode_study.model import ModelConfig
+
+    preset = ModelConfig.from_mapping(yaml.safe_load((REPO / "conf" / "model" / "paper_1p7b.yaml").read_text()))
+    assert PAPER_POINT.shape.flops_per_token == flops_per_token(preset, 2048)["total"]
+    assert PAPER_POINT.tokens == 1e11
+    assert "assumed" in EARLIER_POINT.assumed and EARLIER_POINT.shape.vocab_size == 65_536
+    assert EARLIER_POINT.shape.n_layer == 32 and EARLIER_POINT.shape.d_model == 1024
+
+
+@pytest.mark.parametrize("point", [PAPER_POINT, EARLIER_POINT], ids=lambda p: p.key)
+def test_the_stated_counts_are_accountings_on_the_stated_shape(point):
+    from types import SimpleNamespace
+
+    from fixedcode_study.accounting import body_params, flops_per_token
+
+    shape = point.shape
+    # accounting counts a SwiGLU MLP (3 d d_ff); a GELU MLP of width f has the weights of a SwiGLU of 2f/3
+    d_ff = shape.d_ff * {"swiglu": 3, "gelu": 2}[shape.mlp] / 3
+    model = SimpleNamespace(n_layer=shape.n_layer, d_model=shape.d_model, n_head=shape.n_head, kv_heads=shape.n_head,
+                            head_dim=shape.d_model // shape.n_head, d_ff=d_ff, vocab_size=shape.vocab_size)
+    assert shape.body == body_params(model)
+    assert shape.flops_per_token == flops_per_token(model, shape.seq_len)["total"]
+
+
+def test_the_paper_wikitext_gap_in_bits_per_byte():
+    gaps = paper_wikitext_gaps()
+    assert gaps["learned"]["word_ppl"] == 16.50 and gaps["gf2"]["word_ppl"] == 19.03
+    assert gaps["learned"]["bpb"] == pytest.approx(math.log(16.50) * 241_335 / (1_290_527 * math.log(2)))
+    assert gaps["binary16"]["gap_bpb"] == pytest.approx(0.03203, abs=1e-5)
+    assert gaps["gf2"]["gap_bpb"] == pytest.approx(0.03849, abs=1e-5)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "eval" / "wikitext" / "test.jsonl").is_file(),
+                    reason="../shared/data/eval/wikitext/test.jsonl is not on this machine")
+def test_the_wikitext_words_and_bytes_are_lm_evals_counts_of_the_shared_test_split():
+    from lm_eval.tasks.wikitext import preprocess_wikitext
+
+    words = bytes_ = 0
+    for line in (SHARED_DATA / "eval" / "wikitext" / "test.jsonl").read_text().splitlines():
+        counts = preprocess_wikitext.process_results(json.loads(line), [0.0])   # lm-eval's own counting
+        words += counts["word_perplexity"][1]
+        bytes_ += counts["bits_per_byte"][1]
+    assert (words, bytes_) == (WIKITEXT_WORDS, WIKITEXT_BYTES)
+
+
+# ---------------------------------------------------------------- a real tiny ladder
+
+
+@pytest.mark.slow
+def test_a_real_tiny_ladder_trained_with_run_gets_a_scaling_section(tmp_path):
+    from helpers import SMALL_VAL
+    from helpers.cli import run_cli
+
+    proc = run_cli(["-m", "model=test_micro", "input=learned,binary16", "seed=1,2", "model.d_model=32,64",
+                    "train.tokens=4096,16384", "train.batch_size=8", "train.val_points=3", "logger=csv", SMALL_VAL,
+                    "name=tiny_ladder", f"out_root={tmp_path}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sweep = tmp_path / "multirun" / "tiny_ladder"
+    out = tmp_path / "report"
+    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    text = section((out / "report.md").read_text(), "Scaling")
+    laws = pd.read_csv(out / "tables" / "scaling_laws.csv")
+    assert laws["flags"].str.startswith("not fitted: five parameters need at least 3").all()   # 2 x 2
+    gap = pd.read_csv(out / "tables" / "scaling_gap_fit.csv")
+    assert gap["n_pairs"].tolist() == [8] and gap["computes"].tolist() == [4]
+    runs = set(pd.read_csv(out / "tables" / "scaling_jobs.csv")["run"])
+    assert len(runs) == 16 and all((Path(r) / "results.json").is_file() for r in runs)
+    assert re.search(r"binary16 − learned at the paper .* orders of magnitude in compute", text)
