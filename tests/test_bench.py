@@ -47,7 +47,7 @@ def test_bench_cli_smoke(tmp_path):
     # The default setting is what `run` uses: test_micro trains in fp32 on CPU (too narrow for bf16 to
     # win, training/speed.py) and a test-sized job is not compiled.
     assert report["model"] == "test_micro" and report["precision"] == "32-true"
-    assert report["settings"] == [{"name": "fp32", "precision": "32-true", "compile": False}]
+    assert report["settings"] == [{"name": "fp32", "precision": "32-true", "compile": False, "input_eager": True}]
     mcfg = ModelConfig(**report["architecture"])
     assert report["flops_per_token"] == flops_per_token(mcfg, report["seq_len"])["total"]
     assert report["flops_formula"] == accounting.FLOPS_FORMULA and report["step"] == STEP
