@@ -1,16 +1,19 @@
 """The probe command end to end: a real (tiny) study trained by the run app with snapshots, probed
-by `python -m fixedcode_study.probe` over the study directory, with answers known in advance."""
+by `python -m fixedcode_study.probe` over the study directory, with answers known in advance.
+
+Both commands run in this process (helpers.cli.run_cli, cli.probe.main: the same exit codes and
+files as a subprocess): a process of their own added only its start-up (~8 s each, and one per
+parallel-launcher worker), and the parallel launcher has tests of its own (test_launcher.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.cli import run_cli
 from helpers.distributed import TINY
 
 STUDY = [*TINY, "train.tokens=8192", "input=learned,binary16", "seed=1,2", "checkpoint.keep_every_steps=4",
@@ -21,13 +24,12 @@ PROBE = ["probe.tokens=2048", "probe.classes=64", "probe.type_vectors=64", "prob
 @pytest.fixture(scope="module")
 def probed_study(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("probe")
-    run = subprocess.run([sys.executable, "-m", "fixedcode_study.run", "-m", *STUDY, f"out_root={root}"],
-                         cwd=root, capture_output=True, text=True, timeout=900)
+    run = run_cli(["-m", *STUDY, f"out_root={root}", "hydra/launcher=basic"], cwd=root)
     assert run.returncode == 0, run.stderr[-3000:]
     study = root / "multirun" / "probe_study"
-    done = subprocess.run([sys.executable, "-m", "fixedcode_study.probe", f"checkpoint={study}", *PROBE],
-                          cwd=root, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    from fixedcode_study.cli.probe import main as probe
+
+    assert probe([f"checkpoint={study}", *PROBE]) == 0
     return study
 
 
