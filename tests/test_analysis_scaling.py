@@ -217,10 +217,10 @@ def test_the_stated_counts_are_accountings_on_the_stated_shape(point):
     from fixedcode_study.accounting import body_params, flops_per_token
 
     shape = point.shape
-    # accounting counts a SwiGLU MLP (3 d d_ff); a GELU MLP of width f has the weights of a SwiGLU of 2f/3
-    d_ff = shape.d_ff * {"swiglu": 3, "gelu": 2}[shape.mlp] / 3
+    # accounting counts the model's own MLP (model.mlp: 3 d d_ff for SwiGLU, 2 d d_ff for GELU)
     model = SimpleNamespace(n_layer=shape.n_layer, d_model=shape.d_model, n_head=shape.n_head, kv_heads=shape.n_head,
-                            head_dim=shape.d_model // shape.n_head, d_ff=d_ff, vocab_size=shape.vocab_size)
+                            head_dim=shape.d_model // shape.n_head, d_ff=shape.d_ff, vocab_size=shape.vocab_size,
+                            mlp=shape.mlp)
     assert shape.body == body_params(model)
     assert shape.flops_per_token == flops_per_token(model, shape.seq_len)["total"]
 
