@@ -5,7 +5,11 @@ datasets, matplotlib), `pytest_configure` points every cache and config folder t
 its libraries write to (the token cache, W&B, Hugging Face, matplotlib, torch/inductor/triton,
 XDG) into one folder under pytest's temp dir, forces W&B offline, makes the Hugging Face Hub
 offline, and drops inherited W&B settings and credentials (WANDB_API_KEY, WANDB_RUN_ID, ...), so
-a logged-in machine with network behaves like CI. Subprocesses inherit the environment, so the
+a logged-in machine with network behaves like CI. The suite runs on pytest-xdist (`-n auto --dist
+loadfile` in pyproject's addopts: one worker per physical core, one test file per worker, so a file's
+module-scoped studies are trained once); each worker is one process of one thread (torch and, through
+OMP_NUM_THREADS, its subprocesses), so two workers on two cores do not fight over them. A test that
+needs another thread count sets it itself. `-n 0` runs the suite in one process. Subprocesses inherit the environment, so the
 CLI tests share the same cache and prepare each corpus once per session. `HERMETIC_ENV` lists
 what is set; test_install.py checks it. The previous environment is restored at the end.
 """
@@ -53,6 +57,10 @@ DROPPED_PREFIXES = ("WANDB_", "FIXEDCODE_")     # inherited run ids, keys, entit
 DROPPED = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "TRANSFORMERS_CACHE", "HUGGINGFACE_HUB_CACHE",
            "HF_HUB_CACHE", "HF_ASSETS_CACHE")
 
+# one intra-op thread per xdist worker (and its subprocesses): the workers already fill the cores, and
+# OpenMP threads that outnumber the cores spin-wait and run several times slower
+WORKER_VALUES = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
 HERMETIC_ENV: dict[str, str] = {}   # filled by pytest_configure: every variable set above
 _saved: dict[str, str | None] = {}
 
@@ -75,10 +83,16 @@ def pytest_configure(config: pytest.Config) -> None:
         path.mkdir(parents=True, exist_ok=True)
         HERMETIC_ENV[key] = str(path)
     HERMETIC_ENV.update(HERMETIC_VALUES)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        HERMETIC_ENV.update(WORKER_VALUES)
     HERMETIC_ENV["FIXEDCODE_TEST_ENV_ROOT"] = str(root)
     for key, value in HERMETIC_ENV.items():
         _saved.setdefault(key, os.environ.get(key))
         os.environ[key] = value
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)  # torch may have been imported (and sized its pool) before this hook
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
