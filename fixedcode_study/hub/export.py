@@ -25,7 +25,6 @@ free steps) must equal the workbench model's bit for bit.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from ..record.jobdir import JobDir
 from ..systems.hf import hf_llama_config, hf_state_dict
 from . import modeling_fixedcode
 from .card import model_card
+from .source import checkpoint_folder
 
 MODELING_FILE = Path(modeling_fixedcode.__file__).name  # modeling_fixedcode.py
 VERIFY_ATOL = 1e-5
@@ -164,13 +164,6 @@ def hf_model(model: Decoder):
     return hf.eval()
 
 
-def resolve_checkpoint(path: str | os.PathLike) -> Path:
-    """A final checkpoint folder, or a job directory (its checkpoints/final)."""
-    path = Path(path).expanduser()
-    job_final = JobDir(path).final_checkpoint
-    return job_final if job_final.is_dir() else path
-
-
 def write_tokenizer(ckpt: Checkpoint, out: Path) -> int:
     """tokenizer.json + tokenizer_config.json for AutoTokenizer; returns the end-of-text id."""
     from transformers import PreTrainedTokenizerFast
@@ -243,7 +236,8 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, ver
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # "Writing model shards" / "Loading weights" bars for a folder we check ourselves
-    checkpoint = resolve_checkpoint(checkpoint)
+    # one rule for every checkpoint= (hub/source.py): a job directory, a final checkpoint folder, or an export
+    checkpoint = checkpoint_folder(checkpoint, "export the job directory it came from")
     out = Path(out).expanduser()
     if out.exists() and not overwrite:
         raise ConfigError("out", f"{out} already exists", "pick a new folder or pass overwrite=true")
@@ -299,11 +293,3 @@ def _tensors(folder: Path, prefix: str) -> dict[str, tuple[int, ...]]:
                 if key.startswith(prefix) and 0 not in shape:
                     shapes[key] = shape
     return shapes
-
-
-def read_export_meta(folder: Path) -> dict[str, Any]:
-    """config.json's `fixedcode_export` entry of an exported folder ({} for any other HF folder)."""
-    from transformers.utils import CONFIG_NAME
-
-    path = Path(folder) / CONFIG_NAME
-    return (json.loads(path.read_text()).get(EXPORT_META) or {}) if path.is_file() else {}

@@ -38,7 +38,8 @@ from ..spec.evaluation import eval_settings
 from ..record import atomic
 from ..record.jobdir import EXTERNAL_DIR, EXTERNAL_FILE
 from . import modeling_fixedcode
-from .export import MODELING_FILE, read_export_meta
+from .export import MODELING_FILE
+from .source import read_export_meta
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 

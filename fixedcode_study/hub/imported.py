@@ -25,8 +25,7 @@ from ..build import build_model
 from ..errors import ConfigError
 from ..model import Decoder
 from ..outputs import FixedCodeHead, TiedHead, UntiedHead
-from ..record.checkpoint import TOKENIZER_FILE, Checkpoint
-from .export import EXPORT_META
+from ..record.checkpoint import EXPORT_META, TOKENIZER_FILE, Checkpoint
 
 
 def _refuse(field: str, what: str) -> ConfigError:

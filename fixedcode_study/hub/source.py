@@ -32,12 +32,19 @@ import torch
 
 from ..errors import ConfigError
 from ..outputs import is_default_output
-from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, weights_file
+from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, EXPORT_META, weights_file
 from ..record.jobdir import JobDir
-from .export import read_export_meta
 from .imported import decoder_from_hf
 
 FIELD = "checkpoint"
+
+
+def read_export_meta(folder: Path) -> dict[str, Any]:
+    """config.json's `fixedcode_export` entry of an exported folder ({} for any other HF folder)."""
+    from transformers.utils import CONFIG_NAME
+
+    path = Path(folder) / CONFIG_NAME
+    return (json.loads(path.read_text()).get(EXPORT_META) or {}) if path.is_file() else {}
 
 
 def is_export(path: str | os.PathLike) -> bool:
