@@ -139,25 +139,32 @@ def test_the_record_says_when_a_runtime_is_not_bitwise_deterministic(accelerator
     assert ("runtime.threads" in stated["scope"]) is (accelerator == "cpu")
 
 
+# bf16-mixed only where the CPU has bf16 instructions: emulated, one cpu_tiny step takes minutes
+PRECISIONS = ["32-true", pytest.param("bf16-mixed", marks=pytest.mark.skipif(
+    not native_bf16(), reason="this CPU has no bf16 instructions (emulated bf16 is minutes per step)"))]
+
+
 @pytest.mark.slow
-def test_a_compiled_learned_job_at_two_threads_repeats_bitwise(tmp_path):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_compiled_learned_job_at_two_threads_repeats_bitwise(tmp_path, precision):
     """Issue 26: the compiled learned table's backward added its (V, d) gradient with atomic adds
     across OpenMP threads, so the same job run twice at 2 threads ended in other last bits (4 of 4
     runs differed here). cpu_tiny at 2^16 tokens: the smallest job here that showed the drift."""
     args = ["model=cpu_tiny", "input=learned", "logger=csv", "train.tokens=65536", "train.val_points=2",
-            "train.compile=true", "trainer.precision=32-true", "threads=2", "seed=7"]
+            "train.compile=true", f"trainer.precision={precision}", "threads=2", "seed=7"]
     runs = []
     for attempt in ("a", "b"):
         outcome = run_job(compose([*args, f"out_root={tmp_path / attempt}"]), tmp_path / attempt / "job")
         assert outcome.record["status"] == "completed" and outcome.record["runtime"]["threads"] == 2
-        assert outcome.record["runtime"]["compile"] is True
+        assert outcome.record["runtime"]["compile"] is True and outcome.record["runtime"]["precision"] == precision
         rows = (tmp_path / attempt / "job" / "metrics.csv").read_text().splitlines()
         runs.append((outcome.record["final"], [r for r in rows if "tokens_per_second" not in r]))  # timing
     assert runs[0] == runs[1]
 
 
 @pytest.mark.slow
-def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path, precision):
     """Issue 26: a compiled job at 2 threads, SIGKILLed after its step-12 checkpoint and re-run with
     the same command, ends bitwise equal to the uninterrupted job: final numbers and every metrics.csv
     row but the timing ones. The resumed attempt compiles the same kernels as a fresh one (the same
@@ -169,7 +176,7 @@ def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path)
     from helpers.distributed import metric_rows, only_job, results, start, stop, wait_for
 
     args = ["model=cpu_tiny", "input=learned", "logger=csv", "train.tokens=65536", "train.val_points=2",
-            "train.compile_min_flops=0", "trainer.precision=32-true", "threads=2", "seed=7",
+            "train.compile_min_flops=0", f"trainer.precision={precision}", "threads=2", "seed=7",
             "checkpoint.every_steps=4", "checkpoint.keep_every_steps=12"]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     for root in (whole, killed):

@@ -67,7 +67,7 @@ def determinism(accelerator: str, compiled: bool, threads: int, world: int,
                if compiled else "eager kernels")
         return {"bitwise": True, "scope": f"same config, seed and runtime.threads ({threads}){devices}",
                 "reason": f"CPU: {how}, whose reductions run in a fixed order at a fixed thread count "
-                          "(tested at 1 and 2 threads, fresh and resumed after SIGKILL)"}
+                          "(tested at 1 and 2 threads, fp32 and bf16-mixed, fresh and resumed after SIGKILL)"}
     if trainer_deterministic is True:
         return {"bitwise": True, "scope": f"same config, seed, {kind.upper()} device model{devices}",
                 "reason": "trainer.deterministic=true: torch.use_deterministic_algorithms(True) and "
