@@ -82,3 +82,62 @@ def test_fsdp_preset_shards_per_decoder_block():
     assert isinstance(strategy, FSDPStrategy) and strategy._state_dict_type == "full"
     assert strategy.kwargs["auto_wrap_policy"]._module_classes == {Block}
     assert strategy._activation_checkpointing_kwargs["auto_wrap_policy"]._module_classes == {Block}
+
+
+def test_fsdp_on_cpu_and_a_gpu_trainer_without_a_gpu_are_one_line_refusals(tmp_path):
+    """Lightning refuses both from inside the Trainer's construction (a Hydra "Error in call to target"
+    and, for trainer=gpu, a `failed` record with a traceback); the workbench names the field first."""
+    import pytest
+    import torch
+
+    from fixedcode_study.config import compose as compose_config
+    from fixedcode_study.errors import ConfigError
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.training.job import run_job
+
+    with pytest.raises(ConfigError, match=r"trainer\.accelerator: trainer=fsdp needs CUDA GPUs.*trainer=ddp_cpu"):
+        JobSpec.from_cfg(compose_config(["trainer=fsdp", "trainer.accelerator=cpu", "model=test_micro"]))
+    JobSpec.from_cfg(compose_config(["trainer=fsdp", "model=test_micro"]))  # a GPU plan still validates here
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    with pytest.raises(ConfigError, match=r"trainer\.accelerator: gpu asks for a CUDA GPU and torch sees none"):
+        run_job(compose_config(["trainer=gpu", "model=test_micro", f"out_root={tmp_path}"]), tmp_path / "job")
+    assert not list(tmp_path.glob("**/results.json"))  # refused before the record was opened
+
+
+def test_a_sharded_fsdp_last_ckpt_folder_is_read_for_resume(tmp_path):
+    """Issue 27 point 10: FSDPStrategy(state_dict_type="sharded") writes last.ckpt as a folder (the
+    tensors as torch.distributed.checkpoint shards, everything else in meta.pt). The job's resume
+    decisions read it: its step, its fingerprint (stale-checkpoint refusal), the resume point, and
+    the cleanup once the job no longer needs it. The folder is written with Lightning's own
+    functions from a real checkpoint of a trained job (the resume itself needs FSDP, so CUDA)."""
+    import torch
+    from lightning.fabric.strategies.fsdp import _distributed_checkpoint_save
+    from lightning.fabric.utilities.load import _METADATA_FILENAME
+
+    from fixedcode_study.config import compose as compose_config
+    from fixedcode_study.record.jobdir import JobDir
+    from fixedcode_study.training.job import run_job
+    from fixedcode_study.training.resume import checkpoint_fingerprint, checkpoint_step
+
+    trained = run_job(compose_config([*TINY, "checkpoint.every_steps=4", "checkpoint.keep_every_steps=4",
+                                      f"out_root={tmp_path}"]), tmp_path / "trained")
+    snapshot = JobDir(tmp_path / "trained").snapshot(4)
+    checkpoint = torch.load(snapshot, map_location="cpu", weights_only=True)
+    fingerprint = checkpoint["fixedcode_fingerprint"]
+    assert fingerprint["sha"] == trained.record["fingerprint"]["sha"]
+
+    job = JobDir(tmp_path / "sharded")
+    last = job.last_checkpoint
+    last.mkdir(parents=True)
+    # as lightning.pytorch.strategies.FSDPStrategy.save_checkpoint writes state_dict_type="sharded"
+    converted = {"model": checkpoint.pop("state_dict")}
+    converted.update({f"optimizer_{i}": s for i, s in enumerate(checkpoint.pop("optimizer_states", []))})
+    _distributed_checkpoint_save(converted, last)
+    torch.save(checkpoint, last / _METADATA_FILENAME)
+
+    assert last.is_dir() and checkpoint_step(last) == 4
+    assert checkpoint_fingerprint(last) == fingerprint
+    assert job.resume_point() == last
+    job.drop_resume_state()
+    assert not last.exists() and job.resume_point() is None

@@ -32,7 +32,7 @@ from ..outputs import is_default_output
 from ..record.fingerprint import fingerprint
 from .evaluation import eval_settings, wants_eval
 from .plan import BatchPlan, plan_batch
-from .runtime import determinism, resolve_compile, resolve_threads
+from .runtime import check_strategy_device, determinism, resolve_compile, resolve_threads
 from .schedule import validation_schedule
 from .settings import validate_settings
 
@@ -120,6 +120,7 @@ class JobSpec:
             hashed.pop("output")
         # train.compile=auto hashes what it resolved to: compiled kernels change the last bits.
         current = fingerprint(hashed, list(config["job_key_ignore"]), {**plan.identity(), "compile": compiled})
+        check_strategy_device(trainer.get("strategy"), str(trainer.get("accelerator", "auto")))
         return cls(
             name=str(config["name"]), seed=int(config["seed"]), model_name=str(config["model"]["name"]),
             input_name=str(config["input"]["name"]), output_name=str((config.get("output") or {}).get("name", "untied")),

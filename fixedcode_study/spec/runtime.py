@@ -79,6 +79,15 @@ def determinism(accelerator: str, compiled: bool, threads: int, world: int,
                       "torch for deterministic algorithms (slower)"}
 
 
+def check_strategy_device(strategy: Any, accelerator: str) -> None:
+    """trainer=fsdp on CPU processes: Lightning's FSDPStrategy shards over CUDA devices only, and says
+    so from deep inside the Trainer's construction; refuse it here, in one line, before any work."""
+    if "fsdp" in str(strategy or "").lower() and device_kind(accelerator) == "cpu":
+        raise ConfigError("trainer.accelerator", f"trainer=fsdp needs CUDA GPUs; this job runs on CPU "
+                          f"(accelerator={accelerator})",
+                          "use trainer=ddp_cpu for several CPU processes, or run trainer=fsdp on GPUs")
+
+
 def resolve_compile(train: Mapping[str, Any], train_flops: float) -> bool:
     """train.compile (true | false | auto) for a job of `train_flops` training FLOPs."""
     setting = train["compile"]

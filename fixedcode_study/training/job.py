@@ -62,6 +62,7 @@ from ..console import JobProgressBar, attempt_header, say, terminal_stdout
 from ..spec import JobSpec
 from ..spec.evaluation import EVAL_IDENTITY
 from ..spec.plan import BatchPlan
+from ..spec.runtime import device_kind
 from .loggers import LongCSVLogger, WandbMirror
 from .resume import (
     PREEMPT_EXIT_CODE,
@@ -279,10 +280,20 @@ def run_job(cfg: DictConfig | JobSpec, job_dir: str | Path, overrides: list[str]
             adopted = None if fresh or previous else adopt_completed(job, spec.config_node(), overrides or [], current)
             if adopted is not None:
                 return JobOutcome("reused", _finish_trained(spec, job, adopted).record)
+            _require_device(spec)  # before the record says `running`: nothing was trained or written
             return JobOutcome("trained", _train(spec, job, overrides or [], spec.plan, current, previous, fresh))
         except Preempted as stop:
             guard.chain(stop.signum)  # e.g. submitit's requeue, now that the record says `preempted`
             raise
+
+
+def _require_device(spec: JobSpec) -> None:
+    """A GPU trainer (trainer=gpu, ddp, fsdp) on a machine torch sees no CUDA device on: one line here,
+    not Lightning's exception from inside the Trainer's construction after the record was opened. Only
+    where training starts: `sweep --dry-run` and a finished job's evaluation still work on a CPU box."""
+    if device_kind(spec.runtime.accelerator) == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("trainer.accelerator", f"{spec.runtime.accelerator} asks for a CUDA GPU and torch sees "
+                          "none on this machine", "train on a GPU machine, or use trainer=cpu (the default here)")
 
 
 def train_job(cfg: DictConfig | JobSpec, job_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
