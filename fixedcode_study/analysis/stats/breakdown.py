@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from .comparisons import Plan, arm_pairs
-from .core import CONFIDENCE, holm
-from .equivalence import ALPHA, DEFAULT_LOSS_MARGIN, tost_p, verdict
+from .core import CONFIDENCE
+from .equivalence import ALPHA, DEFAULT_LOSS_MARGIN, holm_verdicts, tost_p
 from .grouping import context_columns
 from .pairing import compare_arms, n_label, test_label
 
@@ -105,10 +105,7 @@ def _compare_one(rows: pd.DataFrame, a: str, b: str, margin: float, confidence: 
     if not records:
         return None
     table = pd.DataFrame(records)
-    table["p_holm"] = holm(table["p_value"])
-    table["tost_p_holm"] = holm(table["tost_p"])
-    table["verdict"] = [verdict(cmp, METRIC, r.p_holm, r.tost_p_holm, margin, alpha)
-                        for cmp, r in zip(comparisons, table.itertuples(index=False), strict=True)]
+    holm_verdicts(table, comparisons, alpha, metric=METRIC)
     weighted = table["delta"] * table["tokens"]
     total = float(table["tokens"].sum())
     whole = float(np.nansum(weighted)) / total if total else math.nan

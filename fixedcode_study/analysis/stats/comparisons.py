@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .equivalence import ALPHA, Margins, tost_p, verdict
+from .equivalence import ALPHA, Margins, holm_verdicts, tost_p
 from .metrics import on_log_scale, to_scale
 from .pairing import compare_arms, n_label, test_label
 from .power import seeds_columns
-from .core import CONFIDENCE, holm
+from .core import CONFIDENCE
 
 DEFAULT_BASELINE = "learned"
 FIXED_PAIR = ("gf2", "binary16")  # compared directly by default: gf2 minus binary16
@@ -132,10 +132,6 @@ def compare(points: pd.DataFrame, context: list[str], plan: Plan, metrics: list[
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    table["p_holm"] = holm(table["p_value"])
-    table["tost_p_holm"] = holm(table["tost_p"])
-    table["verdict"] = [
-        verdict(cmp, r.metric, r.p_holm, r.tost_p_holm, None if math.isnan(r.margin) else r.margin, alpha)
-        for cmp, r in zip(comparisons, table.itertuples(index=False), strict=True)]
+    holm_verdicts(table, comparisons, alpha)
     # Seed pairs for 80% power at the observed Δ and sd, at α/m of the same Holm families (power.py)
     return pd.concat([table, seeds_columns(table, alpha)], axis=1)

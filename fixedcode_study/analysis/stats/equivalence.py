@@ -27,7 +27,7 @@ from scipy import stats as sps
 
 from ..errors import AnalysisError
 from .metrics import is_accuracy, lower_is_better, metric_name, on_log_scale
-from .core import EXACT, NONE, Comparison
+from .core import EXACT, NONE, Comparison, holm
 
 ALPHA = 0.05
 BETTER, WORSE, EQUIVALENT, INCONCLUSIVE = "better", "worse", "equivalent", "inconclusive"
@@ -152,3 +152,15 @@ def verdict(comparison: Comparison, metric: str, p_diff: float, p_equiv: float,
 def _direction(delta: float, metric: str) -> str:
     improved = delta < 0 if lower_is_better(metric) else delta > 0
     return BETTER if improved else WORSE
+
+
+def holm_verdicts(table, comparisons: list[Comparison], alpha: float = ALPHA, metric: str | None = None):
+    """Add p_holm, tost_p_holm and verdict to `table` (one row per comparison, in order), its rows
+    one Holm family: the headline table and each breakdown's buckets decide alike. `metric` names
+    the metric of every row where the table has no `metric` column; a NaN `margin` means none."""
+    table["p_holm"] = holm(table["p_value"])
+    table["tost_p_holm"] = holm(table["tost_p"])
+    table["verdict"] = [
+        verdict(cmp, metric or r.metric, r.p_holm, r.tost_p_holm, None if math.isnan(r.margin) else r.margin, alpha)
+        for cmp, r in zip(comparisons, table.itertuples(index=False), strict=True)]
+    return table
