@@ -156,6 +156,11 @@ def test_predictions_at_the_paper_and_earlier_points_state_interval_and_extrapol
     assert (pred["low"] <= pred["gap"]).all() and (pred["gap"] <= pred["high"]).all()
     readings = section((out / "report.md").read_text(), "Scaling").split("### Readings")[1].split("###")[0]
     for row in pred.itertuples():
+        if row.method != "gap vs compute" and ts.unreadable_law(row.flags):  # a law not identified: not read
+            line = next(ln for ln in readings.splitlines() if ln.startswith(f"- {row.variant} − learned at")
+                        and row.target_label in ln and f" {ts._method_label(row)} fit's prediction" in ln)
+            assert "is not read: " in line and "better" not in line and "worse" not in line
+            continue
         line = next(ln for ln in readings.splitlines() if ln.startswith(f"- {row.variant} − learned at")
                     and row.target_label in ln and f" {ts._method_label(row)} fit predicts" in ln)
         assert f"{row.orders_compute:.1f} orders of magnitude in compute" in line
@@ -269,3 +274,17 @@ def test_a_real_tiny_ladder_trained_with_run_gets_a_scaling_section(tmp_path):
     runs = set(pd.read_csv(out / "tables" / "scaling_jobs.csv")["run"])
     assert len(runs) == 16 and all((Path(r) / "results.json").is_file() for r in runs)
     assert re.search(r"binary16 − learned at the paper .* orders of magnitude in compute", text)
+
+
+def test_a_law_that_is_not_identified_is_not_read():
+    """A prediction from a law at a bound, with E absorbed, or weakly identified stays in the table but
+    out of the readings; flags that only say the interval is coarse do not stop a reading."""
+    from fixedcode_study.analysis.tables.scaling import unreadable_law
+
+    assert unreadable_law("binary16: at a bound: e (weakly identified); binary16: coarse interval") == \
+        "binary16: at a bound: e (weakly identified)"
+    assert unreadable_law("gf2: coarse interval: 3 seeds; learned: weakly identified: alpha = 3.99") == \
+        "learned: weakly identified: alpha = 3.99"
+    assert unreadable_law("binary16: E near 0: the irreducible loss is not identified by these points").startswith("binary16: E near 0")
+    assert unreadable_law("coarse interval: 3 seeds give only 10 distinct resamples") is None
+    assert unreadable_law("") is None and unreadable_law(None) is None

@@ -287,6 +287,19 @@ def _direction(lo: float, hi: float, variant: str, base: str) -> str:
     return "the interval contains 0: the fit does not tell the sign of the gap there"
 
 
+# A law's prediction is only read when both arms' laws are identified: a fit at a bound, with E absorbed
+# by the power terms, or with an exponent the bootstrap cannot pin down extrapolates its artefact.
+UNREADABLE_LAW_FLAGS = ("at a bound", "not identified", "weakly identified")
+
+
+def unreadable_law(flags: str) -> str | None:
+    """The first flag (of a prediction row's `flags`) that keeps a law's prediction out of the readings."""
+    for flag in str(flags or "").split("; "):
+        if any(marker in flag for marker in UNREADABLE_LAW_FLAGS):
+            return flag
+    return None
+
+
 def readings(result: Scaling) -> list[str]:
     lines = []
     base = result.baseline
@@ -306,6 +319,11 @@ def readings(result: Scaling) -> list[str]:
                      f"to {g3(fit.max_c)} FLOPs): {trend}.")
     for r in result.predictions.itertuples():
         if not np.isfinite(r.gap):
+            continue
+        why = None if r.method == "gap vs compute" else unreadable_law(r.flags)
+        if why is not None:
+            lines.append(f"- {r.variant} − {base} at {r.target_label}: the {_method_label(r)} fit's prediction "
+                         f"({signed(r.gap)} bpb, in the table) is not read: {why}.")
             continue
         extra = ("" if r.method == "gap vs compute" else f" and {r.orders_params:.1f} in parameters ({r.convention})")
         measured = (f" The paper measured {r.measured_wikitext_gap_bpb:+.4f} bpb on WikiText (not our validation text)."
