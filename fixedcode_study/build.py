@@ -56,7 +56,7 @@ from .config import resolve_input_references, resolve_output_references
 from .errors import ConfigError
 from .inputs import build_input, input_trainable_params
 from .model import Decoder, ModelConfig, init_record
-from .outputs import build_output, check_output, is_default_output, output_flops_per_token, output_trainable_params
+from .heads import build_output, check_output, is_default_output, output_flops_per_token, output_trainable_params
 
 __all__ = ["ModelSpec", "build_decoder", "build_model", "flop_matched_tokens", "init_record", "match_size",
            "resolve_input_references", "resolve_model", "trainable_params"]

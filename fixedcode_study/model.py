@@ -40,7 +40,7 @@ from torch import nn
 
 from .inputs import InputInterface, init_normal_
 from .errors import ConfigError
-from .outputs import OutputHead, UntiedHead
+from .heads import OutputHead, UntiedHead
 
 INIT_SCHEME = "per_group_generators"
 MLP_TYPES = ("swiglu", "gelu")

@@ -13,7 +13,7 @@ import pytest
 from fixedcode_study.cli.bench_output import DEFAULT_OUTPUTS, output_configs
 from fixedcode_study.cli.bench_output import main as bench_output_main
 from fixedcode_study.config import available, resolve_output_references
-from fixedcode_study.outputs import output_trainable_params
+from fixedcode_study.heads import output_trainable_params
 from fixedcode_study.systems.bench_output import (OutputBenchOptions, format_head_table, format_model_table,
                                                   run_head_bench, run_model_bench)
 

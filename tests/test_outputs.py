@@ -18,7 +18,7 @@ from fixedcode_study.build import build_model
 from fixedcode_study.config import available
 from fixedcode_study.config import compose as compose_config
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.outputs import BitChainHead, FixedCodeHead, TiedHead, UntiedHead
+from fixedcode_study.heads import BitChainHead, FixedCodeHead, TiedHead, UntiedHead
 from fixedcode_study.record.checkpoint import load_checkpoint
 from fixedcode_study.spec.job import JobSpec
 
@@ -91,7 +91,7 @@ def test_table_free_heads_have_no_parameter_of_size_v(name):
 
 
 def test_parameter_and_flop_counts_from_shapes_match_the_built_heads():
-    from fixedcode_study.outputs import output_trainable_params
+    from fixedcode_study.heads import output_trainable_params
     from fixedcode_study.config import resolve_output_references
 
     for name in HEADS:

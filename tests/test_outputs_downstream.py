@@ -47,7 +47,7 @@ def test_the_adapter_scores_and_generates_with_every_head(input_name, output):
 def test_probes_rebuild_a_table_free_jobs_init_and_read_its_final_model():
     """The probe's init baseline is the job's own step-0 model, head included (its config's output),
     and its final model is the checkpoint's: both bit-chain heads, features as training computes them."""
-    from fixedcode_study.outputs import BitChainHead
+    from fixedcode_study.heads import BitChainHead
     from fixedcode_study.probing.states import final_model, find_subjects, init_model
 
     ckpt, _ = trained_checkpoint("binary16", "bitchain")

@@ -37,7 +37,7 @@ from ..data.tokenizer import end_of_text_id
 from ..errors import ConfigError
 from ..inputs import FixedBinaryCode, FixedCode, GF2Code, LearnedEmbedding, LearnedLowDim, WideCode
 from ..model import Decoder, require_gated_mlp
-from ..outputs import BitChainHead, FixedCodeHead, TiedHead, UntiedHead, is_default_output
+from ..heads import BitChainHead, FixedCodeHead, TiedHead, UntiedHead, is_default_output
 from ..record.atomic import atomic_dir
 from ..record.checkpoint import EXPORT_META, Checkpoint, load_checkpoint  # EXPORT_META: config.json key naming the source
 from ..record.jobdir import JobDir

@@ -24,7 +24,7 @@ import torch
 from ..build import build_model
 from ..errors import ConfigError
 from ..model import Decoder
-from ..outputs import FixedCodeHead, TiedHead, UntiedHead
+from ..heads import FixedCodeHead, TiedHead, UntiedHead
 from ..record.checkpoint import EXPORT_META, TOKENIZER_FILE, Checkpoint
 
 

@@ -32,12 +32,12 @@ IndexError, as it is for nn.Embedding (a bit code would otherwise encode it sile
 
 Output head (`config.output_head`; absent: LlamaForCausalLM's untied nn.Linear `lm_head`). Its
 `code` is described exactly like an input code (the same two kinds, here under `lm_head.`):
-  kind "fixed"     logits = C (P h) (fixedcode_study/outputs/fixed.py): C the (V, K) code values of
+  kind "fixed"     logits = C (P h) (fixedcode_study/heads/fixed.py): C the (V, K) code values of
                    every ID, times `scale` (the head's own: match_head makes the mean squared row norm
                    1), never trained; P = `lm_head.proj` (K, hidden_size), trained. No parameter has a
                    dimension of size V.
   kind "bitchain"  log p(v | h) = sum_k free[v, k] log sigmoid(s_k(v) z_k(h, b_<k(v)))
-                   (fixedcode_study/outputs/bitchain.py), over the code's bits b(v) ({0,1}, `scale` 1):
+                   (fixedcode_study/heads/bitchain.py), over the code's bits b(v) ({0,1}, `scale` 1):
                      z_k = a_k . h + beta_k + sum_{j<k} s_j (m_kj . h + c_kj),   s_j = 2 b_j - 1
                    a = `lm_head.bit_weight` (K, d), beta = `bit_bias` (K,), m = `pair_weight` (P, d),
                    c = `pair_bias` (P,), the P = K(K-1)/2 pairs (k, j), j < k, in numpy.tril_indices(K, -1)
@@ -234,7 +234,7 @@ class FixedCodeHead(CodeFromSpec):
 class BitChainHead(CodeFromSpec):
     """The bit chain over the code's bits: full log-probabilities (..., V) (module docstring).
 
-    The same operations in the same order as fixedcode_study/outputs/bitchain.py's forward, so the
+    The same operations in the same order as fixedcode_study/heads/bitchain.py's forward, so the
     numbers agree to float rounding. signs (V, K), free (V, K), the pair indices and the (P, K)
     pair-to-bit map are computed from the code on first use (per device): constants, not weights."""
 

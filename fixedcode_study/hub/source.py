@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..outputs import is_default_output
+from ..heads import is_default_output
 from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, EXPORT_META, weights_file
 from ..record.jobdir import JobDir
 from .imported import decoder_from_hf

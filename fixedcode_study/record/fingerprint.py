@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # The package source that decides what a trained model computes. CLIs, analysis, evaluation and
 # the record's own bookkeeping are left out: editing them cannot change a trained weight.
-CODE_PATHS = ("model.py", "build.py", "accounting.py", "inputs", "outputs", "data", "spec", "training")
+CODE_PATHS = ("model.py", "build.py", "accounting.py", "inputs", "heads", "data", "spec", "training")
 # Logging, input checks, evaluation settings and describe's tables: they decide how a job is shown
 # and checked, never what it computes. (The terminal, console.py, and the launcher, studies/, are
 # outside CODE_PATHS altogether.)

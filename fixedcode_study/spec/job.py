@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..build import ModelSpec, resolve_model
 from ..config import resolve_input_references, resolve_output_references
 from ..inputs import build_input
-from ..outputs import is_default_output
+from ..heads import is_default_output
 from ..record.fingerprint import fingerprint
 from .evaluation import eval_settings, wants_eval
 from .plan import BatchPlan, plan_batch

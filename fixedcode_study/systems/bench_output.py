@@ -53,7 +53,7 @@ from ..config import resolve_input_references, resolve_output_references
 from ..errors import ConfigError
 from ..inputs import LearnedEmbedding, build_input
 from ..model import ModelConfig
-from ..outputs import OutputHead, build_output, check_output, output_flops_per_token
+from ..heads import OutputHead, build_output, check_output, output_flops_per_token
 from ..training.speed import loss_functions
 from .bench import pick_device
 from .bench_input import PAPER_D_MODEL, PAPER_VOCAB

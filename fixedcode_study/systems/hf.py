@@ -8,7 +8,7 @@ fused qkv / gate_up projections split into q,k,v / gate,up; rotate-half RoPE; fp
 A fixed-code input has no table, but its codes can be materialised into one (V x d) so the HF
 model computes the same function: `embed_tokens.weight[i] = input(i)`. The head: untied is
 `lm_head.weight`; tied is the input table under both names (tie_word_embeddings=True); a table-free
-head (fixed, bitchain: fixedcode_study/outputs/) has no LlamaForCausalLM equivalent, so its
+head (fixed, bitchain: fixedcode_study/heads/) has no LlamaForCausalLM equivalent, so its
 parameters keep their own names under `lm_head.` for hub/modeling_fixedcode.py's head modules, and
 to_hf_llama refuses it.
 """
@@ -22,7 +22,7 @@ import torch
 
 from ..errors import ConfigError
 from ..model import Decoder
-from ..outputs import TiedHead, UntiedHead
+from ..heads import TiedHead, UntiedHead
 
 
 def hf_llama_config(model: Decoder):
