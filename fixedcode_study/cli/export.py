@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..hub.export import export_checkpoint
-from ..hub.source import checkpoint_folder
 from .args import REQUIRED, Command, Key, exit_with, run_command
 
 COMMAND = Command("export", __doc__, keys=(
@@ -32,8 +31,8 @@ COMMAND = Command("export", __doc__, keys=(
 
 
 def export(values: dict[str, Any], _overrides: list[str]) -> int:
-    source = checkpoint_folder(values["checkpoint"], "export the job directory it came from")
-    exported = export_checkpoint(source, values["out"], verify=values["verify"],
+    # export_checkpoint applies the one checkpoint= rule (hub/source.py) itself
+    exported = export_checkpoint(values["checkpoint"], values["out"], verify=values["verify"],
                                  overwrite=values["overwrite"])
     inputs = ", ".join(f"{k} {v}" for k, v in exported.input_tensors.items()) or "none (computed from the ID)"
     checked = ("not checked (verify=false)" if exported.max_abs_logit_diff is None
