@@ -176,6 +176,19 @@ def test_learned_codestats_and_code_copy_init():
     assert copy.table.weight.requires_grad
 
 
+def test_frozen_codestats_is_a_frozen_table_at_the_codes_scale():
+    # The probes' scale-vs-interface arm: binary16's per-coordinate statistics (so its RMS, 0.61 at
+    # V=4,096), as a real-valued random table that never trains.
+    model = build_model(compose_config(["model=test_micro", "input=frozen_codestats"]).model,
+                        load_input_config("frozen_codestats"))
+    table = model.input.table.weight
+    assert not table.requires_grad
+    assert not any(p.requires_grad for p in model.input.parameters())
+    code = embed_all(build_input(load_input_config("binary16"), table.shape[0], table.shape[1]), table.shape[0])
+    rms = lambda x: x.pow(2).mean().sqrt().item()
+    assert abs(rms(table.detach()) - rms(code)) < 0.02 * rms(code)
+
+
 @pytest.mark.parametrize("model", ["test_micro", "cpu_tiny", "cpu_30m", "smollm2_135m", "smollm2_360m", "paper_1p7b"])
 def test_size_matched_within_one_percent_and_described(model):
     learned = describe(compose_config([f"model={model}", "input=learned"]))

@@ -36,7 +36,7 @@ FAMILIES: list[tuple[str, tuple[str, ...]]] = [
     ("baseline", (LEARNED,)),
     ("fixed code", ("binary16", "gf2", "binary", "wide", "binary16_scaled")),
     ("code control", ("binary16_permuted", "gaussian16", "random_fixed", "wide_random")),
-    ("learned-table control", ("frozen_learned", "learned_lowdim", "learned_codestats")),
+    ("learned-table control", ("frozen_learned", "frozen_codestats", "learned_lowdim", "learned_codestats")),
     ("size/compute-matched", ("binary16_sizematched", "gf2_sizematched", "binary16_sizematched_isoflop",
                               "gf2_sizematched_isoflop")),
 ]
