@@ -371,3 +371,40 @@ def test_study_without_probes_renders_exactly_as_before(tmp_path, monkeypatch):
     assert a == (tmp_path / "without" / "report.md").read_text()
     assert "Representation probes" not in a and "probe" not in a.replace(str(tmp_path), "").lower()
     assert not list((tmp_path / "with_probe_code").rglob("probe*"))
+
+
+# ------------------------------------------------------------------ probe-only arms (--probe-runs)
+
+
+def test_probe_only_arms_enter_the_probes_and_no_comparison(tmp_path):
+    """`--probe-runs`: gf2 is read beside a learned/binary16 study for the probe section alone, so the
+    comparisons (and their Holm family) are exactly the two-arm study's, while its probes are in."""
+    from fixedcode_study.analysis.__main__ import main as analyze
+
+    sweep = build_probed_study(tmp_path)
+    study_jobs = [str(p) for p in sorted(sweep.glob("input=*")) if "input=gf2" not in p.name]
+    alone, with_arms = tmp_path / "alone", tmp_path / "with_arms"
+    assert analyze([*study_jobs, "--out", str(alone)]) == 0
+    assert analyze([*study_jobs, "--probe-runs", str(sweep), "--out", str(with_arms)]) == 0
+
+    for table in ("comparisons", "main_results", "params"):
+        assert (with_arms / "tables" / f"{table}.csv").read_text() == (alone / "tables" / f"{table}.csv").read_text()
+        assert "gf2" not in (with_arms / "tables" / f"{table}.csv").read_text()
+    identity = pd.read_csv(with_arms / "tables" / "probes_identity.csv")
+    assert "gf2" in set(identity["variant"]) and "gf2" not in set(pd.read_csv(alone / "tables" / "probes_identity.csv")["variant"])
+    assert "binary16 vs gf2" in (with_arms / "tables" / "probes_cka.csv").read_text()  # the parent's cross file
+    jobs = pd.read_csv(with_arms / "tables" / "jobs.csv")
+    assert set(jobs.loc[jobs["probe_only"], "input"]) == {"gf2"} and not jobs.loc[~jobs["probe_only"], "input"].eq("gf2").any()
+    report = (with_arms / "report.md").read_text()
+    section = report.split("## Representation probes")[1].split("\n## ")[0]
+    assert "**Probe-only arms.** gf2 (" in section and "never in a comparison" in section
+    findings = report.split("## Findings")[1].split("\n## ")[0]
+    assert "gf2" not in findings
+
+
+def test_probe_runs_without_the_studys_runs_is_a_one_line_error(tmp_path, capsys):
+    from fixedcode_study.analysis.__main__ import main as analyze
+
+    assert analyze(["--probe-runs", str(tmp_path), "--out", str(tmp_path / "r"), "--wandb", "e/p"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--probe-runs needs the study's own RUN_DIRs" in err

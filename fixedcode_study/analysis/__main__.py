@@ -1,5 +1,5 @@
 """`fixedcode analyze RUN_DIR [RUN_DIR ...] --out REPORT_DIR [--wandb ENTITY/PROJECT [--group G]]
-[--baseline NAME] [--pairs A:B[,C:D]] [--margin METRIC=VALUE ...] [--reference] [--ema-alpha A]
+[--probe-runs RUN_DIR ...] [--baseline NAME] [--pairs A:B[,C:D]] [--margin METRIC=VALUE ...] [--reference] [--ema-alpha A]
 [--wandb-report ENTITY/PROJECT [--dry-run] [--wandb-log-report]]` (the study's W&B dashboard: dashboard.py).
 
 Tables, figures and report.md from fixed-code study runs (see docs/results-schema.md).
@@ -53,6 +53,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--wandb", metavar="ENTITY/PROJECT", help="also read runs from the W&B public API (online)")
     parser.add_argument("--group", metavar="G", help="only W&B runs of this group (with --wandb); the dashboard's "
                                                      "group (with --wandb-report; default: the runs' study name)")
+    parser.add_argument("--probe-runs", action="extend", nargs="+", default=[], metavar="RUN_DIR",
+                        help="also read the jobs under these directories, for the representation probes only: arms "
+                             "trained to be probed beside the study's (a scale-matched code, a frozen table) that "
+                             "must not enter its comparisons or their Holm family; the directory holding their "
+                             "probes_cross.json may be a parent of the study")
     parser.add_argument("--reference", action="store_true",
                         help="add the full table of published reference numbers (analysis/reference_results.csv); "
                              "the paper's numbers and chance levels are shown in the downstream table regardless")
@@ -81,6 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not args.run_dirs and not args.wandb:
         parser.error("give at least one RUN_DIR or --wandb ENTITY/PROJECT")
+    if args.probe_runs and not args.run_dirs:
+        parser.error("--probe-runs needs the study's own RUN_DIRs (the probe-only arms are read beside them)")
     if args.group is not None and not (args.wandb or args.wandb_report):
         parser.error("--group needs --wandb or --wandb-report")
     if args.group is not None and not args.group.strip():
@@ -111,6 +118,16 @@ def load(args: argparse.Namespace):
     return build_study(collected)
 
 
+def load_probe_study(args: argparse.Namespace):
+    """The study's run dirs plus --probe-runs, read as one study (a job under both is read once), so
+    the probe-only arms get their labels and same-seed learned partners the way the study's arms do."""
+    if not args.probe_runs:
+        return None
+    from .read.runs import build_study, collect_run_dirs
+
+    return build_study(collect_run_dirs(list(args.run_dirs) + list(args.probe_runs)))
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
@@ -129,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         options = ReportOptions(args.reference, args.ema_alpha, command, args.baseline, parse_pairs(args.pairs),
                                 Margins.from_args(args.margin))
         study = load(args)
-        output = write_report(study, args.out, options)
+        output = write_report(study, args.out, options, load_probe_study(args))
         included, excluded = len(study.included_jobs), len(study.excluded_jobs)
         print(f"wrote {output.report} ({included} jobs in tables, {excluded} excluded, "
               f"{len(output.figures)} figures) in {time.perf_counter() - started:.1f} s")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from .figures import curves as figures
 from .figures import gap as figures_gap
 from .figures import summary as figures_summary
@@ -146,6 +148,8 @@ class Built:
     samples: list = field(default_factory=list)  # fresh samples.json per variant (fixedcode_study.analysis.read.samples)
     findings: list[str] = field(default_factory=list)  # the Findings section, from the comparison verdicts
     scaling: object = None               # a compute ladder's fits (tables/scaling.py), else None
+    probe_study: object = None           # the jobs the probe section reads (the study, or it plus --probe-runs)
+    probe_only: dict = field(default_factory=dict)  # variant -> jobs of the arms only the probes read
 
 
 def comparison_decimals(study, finals: list[str]) -> dict[str, int]:
@@ -155,8 +159,12 @@ def comparison_decimals(study, finals: list[str]) -> dict[str, int]:
     return tables.metric_decimals(summarize(points, context_columns(study.jobs) + ["variant"]))
 
 
-def build_tables(study, options: ReportOptions) -> Built:
-    built = Built(compared=study)
+def build_tables(study, options: ReportOptions, probe_study=None) -> Built:
+    """`probe_study` (--probe-runs): the study's jobs plus arms trained only to be probed beside them;
+    it feeds the probe tables alone, so those arms never enter a comparison or its Holm family."""
+    probe_study = study if probe_study is None else probe_study
+    built = Built(compared=study, probe_study=probe_study,
+                  probe_only=probe_only_variants(study, probe_study) if probe_study is not study else {})
     made = built.tables
     if len(study.included_jobs):
         made["main_results"], _ = tables.main_table(study)
@@ -196,9 +204,9 @@ def build_tables(study, options: ReportOptions) -> Built:
         if built.scaling is not None:
             made.update(built.scaling.tables)
         built.notes += tables.table_notes(built.compared, options.baseline)
-        built.probes = load_probes(study)
+        built.probes = load_probes(probe_study)
         built.notes += built.probes.notes
-        made.update(probe_tables(study, built.probes))
+        made.update(probe_tables(probe_study, built.probes))
         built.samples, notes = load_samples(study)
         built.notes += notes
     if options.reference:
@@ -219,7 +227,7 @@ def build_figures(study, built: Built, fig_dir: Path, options: ReportOptions) ->
         if built.tuned_grid is not None:
             made.append(figures_tuned.tuned_lr_figure(study, built.tuned_grid, fig_dir))
         if built.probes is not None:
-            made += probe_figures(study, built.probes, fig_dir)
+            made += probe_figures(built.probe_study, built.probes, fig_dir)
         made.append(breakdown_figure(breakdown_rows(built), fig_dir))
         made.append(scaling_figure(built.scaling, fig_dir))
     return [f for f in made if f is not None]
@@ -381,6 +389,7 @@ def probe_section(built: Built, made: list[FigureFile]) -> list[str]:
              "- **Baselines.** Each probe is read against the same probe on the job's initial model (same seed and "
              "input, before training: random features) and against the majority class of the test rows; cross-input "
              "CKA is read against two seeds of one input.",
+             *probe_only_lines(built),
              f"- **Freshness.** Probes of {len(probes.records)} included job(s) are used"
              + (f", and cross-model pairs from {', '.join(f'`{f}`' for f in probes.cross_files)}"
                 if probes.cross_files else "")
@@ -394,6 +403,23 @@ def probe_section(built: Built, made: list[FigureFile]) -> list[str]:
         if name in built.tables:
             lines += [f"### {title}", *_section(title, built.tables[name])[1:]]
     return lines
+
+
+def probe_only_variants(study, probe_study) -> dict[str, int]:
+    """Variant -> included jobs of the arms that only the probe section reads (--probe-runs)."""
+    extra = probe_study.included_jobs
+    extra = extra[~extra["run"].isin(set(study.jobs["run"]))]
+    return {str(v): len(g) for v, g in extra.groupby("variant", sort=False)}
+
+
+def probe_only_lines(built: Built) -> list[str]:
+    arms = built.probe_only
+    if not arms:
+        return []
+    listed = ", ".join(f"{v} ({n} job{'s' if n != 1 else ''})" for v, n in arms.items())
+    return [f"- **Probe-only arms.** {listed}: trained to be probed beside the study's arms (`--probe-runs`); "
+            "they appear in these probe tables and figures only, never in a comparison, its Holm family or the "
+            "tables above. Their jobs are in tables/jobs.csv (probe_only = true)."]
 
 
 def report_markdown(study, built: Built, made: list[FigureFile], options: ReportOptions) -> str:
@@ -452,15 +478,20 @@ def remove_stale_outputs(out_dir: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def write_report(study, out_dir: Path, options: ReportOptions | None = None) -> ReportOutput:
+def write_report(study, out_dir: Path, options: ReportOptions | None = None, probe_study=None) -> ReportOutput:
     options = options or ReportOptions()
     out_dir = Path(out_dir)
     table_dir = out_dir / "tables"
-    built = build_tables(study, options)   # before deleting anything: a bad --pairs leaves the old report intact
+    built = build_tables(study, options, probe_study)   # before deleting anything: a bad --pairs leaves the old report intact
     remove_stale_outputs(out_dir)
     for table in built.tables.values():
         write_table(table, table_dir)
-    tables.jobs_table(study).to_csv(table_dir / "jobs.csv", index=False)
+    jobs = tables.jobs_table(study)
+    if probe_study is not None:   # every probe number traces to a run: the probe-only jobs are listed too
+        extra = tables.jobs_table(probe_study)
+        extra = extra[~extra["run"].isin(jobs["run"])]
+        jobs = pd.concat([jobs.assign(probe_only=False), extra.assign(probe_only=True)], ignore_index=True)
+    jobs.to_csv(table_dir / "jobs.csv", index=False)
     made = build_figures(study, built, out_dir / "figures", options) if len(study.included_jobs) else []
     report = out_dir / "report.md"
     report.write_text(report_markdown(study, built, made, options))
