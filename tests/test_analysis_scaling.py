@@ -92,6 +92,37 @@ def test_sizes_and_budgets_are_contexts_so_no_job_is_taken_for_a_repeated_seed(l
     assert set(study.jobs["variant"]) == {"learned", "binary16"}
 
 
+def test_the_gap_vs_size_figure_never_joins_points_of_another_budget_or_size(ladder_report, tmp_path):
+    # Against parameters each line holds one budget; against FLOPs one model size (read/ladder.py's columns).
+    import matplotlib.pyplot as plt
+
+    from fixedcode_study.analysis.figures import gap
+
+    sweep, out = ladder_report
+    study = load_run_dirs([sweep])
+    captured = {}
+    real_save = gap.save
+    gap.save = lambda fig, *a, **k: captured.setdefault("fig", fig) and real_save(fig, *a, **k)
+    try:
+        made = gap.gap_vs_size_figure(study, tmp_path, "learned")
+    finally:
+        gap.save = real_save
+    params_ax, flops_ax = captured["fig"].axes[:2]
+    points = gap.size_points(study, "learned")
+    for ax, held, varied in ((params_ax, "train_budget", "params.trainable"), (flops_ax, "model_size", "train_flops")):
+        series = ax.containers  # one errorbar container per drawn line
+        assert len(series) == 3  # binary16 at each of 3 budgets, or at each of 3 sizes
+        for container in series:
+            xs, ys = container.lines[0].get_data()
+            assert len(xs) == 3
+            drawn = [points[np.isclose(points[varied], x) & np.isclose(points["delta"], y)] for x, y in zip(xs, ys)]
+            assert all(len(rows) == 1 for rows in drawn)
+            assert pd.concat(drawn)[held].nunique() == 1, container.get_label()
+    assert "no line joins points that differ in both" in made.caption
+    assert "no line joins" in (out / "report.md").read_text()
+    plt.close(captured["fig"])
+
+
 def test_a_preset_split_by_a_width_override_is_named_by_it(tmp_path):
     sweep = tmp_path / "multirun" / "widths"
     for d_model in (32, 64):

@@ -39,6 +39,7 @@ from .curves import (
     variant_order,
     variant_styles,
 )
+from ..read.ladder import tokens_label
 from ..stats.grouping import comparison_points, context_columns, context_mask
 
 METRIC = "val_bpb"
@@ -145,7 +146,28 @@ def size_points(study, baseline: str) -> pd.DataFrame:
                        * pd.to_numeric(jobs["tokens_seen"], errors="coerce"))
     base_jobs = jobs[jobs["variant"].isin(diffs["variant_b"])]
     sizes = base_jobs.groupby(context, dropna=False)[["params.trainable", "train_flops"]].mean()
+    ladder = [c for c in LADDER_AXES if c in base_jobs]  # read/ladder.py: the size and budget of a context
+    if ladder:
+        sizes = sizes.join(base_jobs.groupby(context, dropna=False)[ladder].first())
     return diffs.join(sizes, on=context)
+
+
+# A compute ladder's contexts are (model size, token budget): a line across sizes is drawn at one
+# budget, and a line across compute at one size, so no line joins points that differ in both.
+LADDER_AXES = ("model_size", "train_budget")
+
+
+def _series_column(data: pd.DataFrame, column: str) -> str | None:
+    """The context column each line holds fixed on this axis, when the contexts are a ladder."""
+    if "train_budget" not in data or data["train_budget"].nunique() < 2:
+        return None
+    return "train_budget" if column == "params.trainable" else "model_size"
+
+
+def _series_name(column: str | None, value) -> str:
+    if column is None:
+        return ""
+    return tokens_label(value) if column == "train_budget" else str(value)
 
 
 def gap_vs_size_figure(study, out_dir: Path, baseline: str) -> FigureFile | None:
@@ -160,13 +182,25 @@ def gap_vs_size_figure(study, out_dir: Path, baseline: str) -> FigureFile | None
     styles = variant_styles(study)
     others = [c for c in context_columns(study.jobs) if c != "model"]
     fig, axes = new_figure(len(axes_spec))
+    ladder = False
     for ax, (column, label) in zip(axes, axes_spec, strict=True):
-        for (variant, *rest), part in data.groupby(["variant_a", *others], sort=False):
+        series = _series_column(data, column)
+        ladder |= series is not None
+        keys = ["variant_a", *others] + ([series] if series else [])
+        fixed_values = sorted(data[series].dropna().unique()) if series else []
+        ordered = data.sort_values(series, kind="stable") if series else data  # legend: sizes/budgets ascending
+        for (variant, *rest), part in ordered.groupby(keys, sort=False):
             part = part.sort_values(column)
+            held = rest.pop() if series else None
             name = variant + (f" · {', '.join(map(str, rest))}" if rest else "")
+            kwargs = line_kwargs(styles.get(variant, styles[next(iter(styles))]))
+            if series:
+                name += f" · {_series_name(series, held)}"
+                # one dash pattern per held size or budget, the variant's colour and marker kept
+                kwargs["linestyle"] = SERIES_DASHES[fixed_values.index(held) % len(SERIES_DASHES)]
             err = np.vstack([part["delta"] - part["ci_low"], part["ci_high"] - part["delta"]])
             ax.errorbar(part[column], part["delta"], yerr=np.nan_to_num(err, nan=0.0), capsize=2, label=name,
-                        **line_kwargs(styles.get(variant, styles[next(iter(styles))])))
+                        **kwargs)
         _zero_line(ax)
         if data[column].max() >= 10 * data[column].min() > 0:
             log_axis(ax, "x")
@@ -179,5 +213,10 @@ def gap_vs_size_figure(study, out_dir: Path, baseline: str) -> FigureFile | None
                "against the baseline's trainable parameters"
                + (" and training FLOPs (flops_per_token × tokens seen)" if len(axes_spec) > 1 else "") +
                ". Error bar: 95% CI of the difference from the comparisons' test (paired over seeds when the runs "
-               "record common random numbers, else Welch); none with one seed per side.")
+               "record common random numbers, else Welch); none with one seed per side."
+               + (" A compute ladder: against parameters each line is one token budget, against FLOPs one model "
+                  "size (line style), so no line joins points that differ in both." if ladder else ""))
     return save(fig, out_dir, "gap_vs_model_size", caption)
+
+
+SERIES_DASHES = ("-", "--", ":", "-.")
