@@ -70,8 +70,12 @@ def test_sigterm_saves_a_checkpoint_and_exits_nonzero(tmp_path):
 
 
 POOL_UNDER_JOB_HANDLERS = """
-import multiprocessing as mp, signal, sys
+import faulthandler, multiprocessing as mp, signal, sys, time
+# A hang shows where it waits: every thread's stack on stderr, and exit, before the test's own timeout.
+faulthandler.dump_traceback_later(100, exit=True)
+started = time.perf_counter()
 from fixedcode_study.training.resume import PreemptionGuard, ResumableCheckpoint
+imported = time.perf_counter()
 
 def square(x):
     return x * x
@@ -85,7 +89,7 @@ with PreemptionGuard() as guard:
         for _ in range(4):  # Pool.__exit__ SIGTERMs its workers, as lm-eval's bootstrap pool does
             with mp.get_context("fork").Pool(2) as pool:
                 assert pool.map(square, range(64)) == [x * x for x in range(64)]
-print("pools finished")
+print(f"pools finished (import {imported - started:.1f} s, pools {time.perf_counter() - imported:.1f} s)")
 """
 
 
@@ -94,7 +98,7 @@ def test_a_forked_worker_ends_on_sigterm_instead_of_running_the_jobs_handler():
     # SIGTERM. A worker that ran the job's flag-only handler kept waiting, and the job hung in join().
     done = subprocess.run([sys.executable, "-c", POOL_UNDER_JOB_HANDLERS], capture_output=True, text=True,
                           timeout=120)  # on timeout subprocess.run SIGKILLs it: SIGTERM would be absorbed
-    assert done.returncode == 0 and "pools finished" in done.stdout, done.stderr[-2000:]
+    assert done.returncode == 0 and "pools finished" in done.stdout, done.stdout + done.stderr[-4000:]
 
 
 def test_a_forked_child_gets_the_default_action_for_every_preemption_signal():
