@@ -92,7 +92,7 @@ def test_sizes_and_budgets_are_contexts_so_no_job_is_taken_for_a_repeated_seed(l
     assert set(study.jobs["variant"]) == {"learned", "binary16"}
 
 
-def test_the_gap_vs_size_figure_never_joins_points_of_another_budget_or_size(ladder_report, tmp_path):
+def test_the_gap_vs_size_figure_never_joins_points_of_another_budget_or_size(ladder_report, tmp_path, monkeypatch):
     # Against parameters each line holds one budget; against FLOPs one model size (read/ladder.py's columns).
     import matplotlib.pyplot as plt
 
@@ -102,11 +102,13 @@ def test_the_gap_vs_size_figure_never_joins_points_of_another_budget_or_size(lad
     study = load_run_dirs([sweep])
     captured = {}
     real_save = gap.save
-    gap.save = lambda fig, *a, **k: captured.setdefault("fig", fig) and real_save(fig, *a, **k)
-    try:
-        made = gap.gap_vs_size_figure(study, tmp_path, "learned")
-    finally:
-        gap.save = real_save
+
+    def keep_figure(fig, *args, **kwargs):  # the real save, with the figure kept for its axes
+        captured["fig"] = fig
+        return real_save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(gap, "save", keep_figure)
+    made = gap.gap_vs_size_figure(study, tmp_path, "learned")
     params_ax, flops_ax = captured["fig"].axes[:2]
     points = gap.size_points(study, "learned")
     for ax, held, varied in ((params_ax, "train_budget", "params.trainable"), (flops_ax, "model_size", "train_flops")):
