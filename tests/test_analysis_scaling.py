@@ -23,6 +23,7 @@ from conftest import SHARED_DATA
 from helpers import analysis as fx
 
 from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.analysis.read.ladder import ladder_order
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.stats.scaling import orders
 from fixedcode_study.analysis.tables import scaling as ts
@@ -92,6 +93,19 @@ def test_sizes_and_budgets_are_contexts_so_no_job_is_taken_for_a_repeated_seed(l
     assert set(study.jobs["variant"]) == {"learned", "binary16"}
 
 
+def test_tables_list_a_ladder_by_size_then_budget_not_by_run_directory_name(ladder_report):
+    # Run directories sort by name (train.tokens=2097152 before 524288): the tables must not follow them.
+    _, out = ladder_report
+    expected = [f"{model} @ 2^{round(math.log2(t))} tokens" for model in SIZES for t in BUDGETS]
+    comparisons = pd.read_csv(out / "tables" / "comparisons.csv")
+    assert list(dict.fromkeys(comparisons["model"])) == expected
+    report = (out / "report.md").read_text()
+    compared = section(report, "What was compared")
+    learned_rows = [line.split(" | ")[0].lstrip("| ") for line in compared.splitlines()
+                    if line.startswith("| ladder_") and " | learned | " in line]
+    assert learned_rows == expected
+
+
 def test_the_gap_vs_size_figure_never_joins_points_of_another_budget_or_size(ladder_report, tmp_path, monkeypatch):
     # Against parameters each line holds one budget; against FLOPs one model size (read/ladder.py's columns).
     import matplotlib.pyplot as plt
@@ -135,6 +149,12 @@ def test_a_preset_split_by_a_width_override_is_named_by_it(tmp_path):
     study = load_run_dirs([sweep])
     assert sorted(study.included_jobs["model"].unique()) == ["test_micro (d_model=32)", "test_micro (d_model=64)"]
     assert len(study.included_jobs) == 4
+
+
+def test_widths_are_ordered_as_numbers():
+    jobs = pd.DataFrame({"model_size": ["m (d_model=128)", "m (d_model=64)", "m (d_model=128)"],
+                         "train_budget": [2.0 ** 20, 2.0 ** 20, 2.0 ** 19], "run": ["a", "b", "c"]})
+    assert list(ladder_order(jobs)["run"]) == ["b", "c", "a"]
 
 
 # ---------------------------------------------------------------- the section

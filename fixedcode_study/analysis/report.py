@@ -243,10 +243,10 @@ def compared_section(study) -> list[str]:
              f"- Model presets: {', '.join(sorted(jobs['model'].astype(str).unique())) or 'none'}"]
     if jobs.empty:
         return lines
-    per_variant = (jobs.groupby(context + ["variant", "variant_order"], dropna=False)
+    per_variant = (jobs.groupby(context + ["variant", "variant_order"], sort=False, dropna=False)
                    .agg(seeds=("seed", lambda s: ", ".join(str(x) for x in sorted(s.dropna().unique()))),
                         n=("run", "count"), crn=("crn", "all"))
-                   .reset_index().sort_values("variant_order"))
+                   .reset_index().sort_values("variant_order", kind="stable"))
     lines += ["", "| " + " | ".join(context) + " | input variant | seeds | n | paired-ready (CRN) |",
               "|" + " :--- |" * (len(context) + 2) + " ---: | :--- |"]
     for row in per_variant.to_dict("records"):

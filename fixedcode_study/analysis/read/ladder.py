@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -81,6 +82,23 @@ def split_contexts(jobs: pd.DataFrame, configs: dict[str, dict]) -> tuple[pd.Dat
         notes.append(f"model {preset}: its jobs ran one arm at one seed under several values of "
                      f"{', '.join(named)}, so each value is a comparison context of its own (the model column)")
     return jobs, notes
+
+
+def _natural(text) -> tuple:
+    """ladder_d48 before ladder_d128: digit runs compare as numbers."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(text)))
+
+
+def ladder_order(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Jobs by size, then budget: every table lists a ladder's contexts in that order.
+
+    Contexts appear in the order of their first job, and run directories sort by name, where
+    train.tokens=524288 comes after 4194304; a stable sort keeps the order within a context.
+    """
+    size = jobs["model_size"].map(_natural)
+    ranks = {t: i for i, t in enumerate(sorted(set(size)))}
+    key = pd.DataFrame({"size": size.map(ranks), "budget": jobs["train_budget"]}, index=jobs.index)
+    return jobs.loc[key.sort_values(["size", "budget"], kind="stable", na_position="last").index].reset_index(drop=True)
 
 
 def epochs(jobs: pd.DataFrame) -> pd.Series:

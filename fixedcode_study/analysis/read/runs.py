@@ -21,7 +21,7 @@ import pandas as pd
 from ..errors import AnalysisError
 from .breakdown import breakdown_frame, breakdown_rows
 from .external import read_externals, setting_notes as external_notes
-from .ladder import split_contexts
+from .ladder import ladder_order, split_contexts
 from .records import _finite, display_path, eval_rows, is_crn
 from .variants import TUNED_PREFIXES, assign_variants
 from ...record.jobdir import (
@@ -268,6 +268,8 @@ def build_study(collected: Collected) -> Study:
     jobs["data"] = jobs["data"].astype(object).where(jobs["data"].notna(), "<unknown>")
     jobs, split_notes = split_contexts(jobs, configs)  # a compute ladder: sizes and budgets are contexts
     notes.extend(split_notes)
+    if split_notes:
+        jobs = ladder_order(jobs)
     jobs, label_props = assign_variants(jobs)
     jobs = exclude_repeated_seeds(jobs, notes)
     reused = int(jobs.loc[jobs["included"], "reused_from"].notna().sum()) if "reused_from" in jobs else 0
