@@ -189,6 +189,25 @@ def test_frozen_codestats_is_a_frozen_table_at_the_codes_scale():
     assert abs(rms(table.detach()) - rms(code)) < 0.02 * rms(code)
 
 
+@pytest.mark.parametrize("name", ["binary16", "binary16_scaled", "gf2"])
+def test_the_probes_read_a_binary_codes_bits_whatever_its_value_set(name):
+    # binary16_scaled is binary16 in {-1,+1} at scale 0.02: the probes' code-bit targets are its bits.
+    from fixedcode_study.probing.states import code_bits
+    model = build_model(compose_config(["model=test_micro", f"input={name}"]).model, load_input_config(name))
+    ids = np.arange(model.input.vocab_size)
+    bits = code_bits(model, ids)
+    assert bits is not None and set(np.unique(bits)) == {0, 1}
+    assert np.array_equal(bits, model.input.all_bits().astype(np.int8))
+    if name != "gf2":
+        assert np.array_equal(bits, (ids[:, None] >> np.arange(bits.shape[1])) & 1)
+
+
+def test_the_probes_find_no_code_bits_in_a_table():
+    from fixedcode_study.probing.states import code_bits
+    model = build_model(compose_config(["model=test_micro", "input=learned"]).model, load_input_config("learned"))
+    assert code_bits(model, np.arange(8)) is None
+
+
 @pytest.mark.parametrize("model", ["test_micro", "cpu_tiny", "cpu_30m", "smollm2_135m", "smollm2_360m", "paper_1p7b"])
 def test_size_matched_within_one_percent_and_described(model):
     learned = describe(compose_config([f"model={model}", "input=learned"]))

@@ -209,13 +209,19 @@ def hidden_states(model: Decoder, windows: np.ndarray, batch_size: int,
 
 
 def code_bits(model: Decoder, ids: np.ndarray) -> np.ndarray | None:
-    """(…, K) {0,1} code bits of `ids` for an input whose code values are binary; None otherwise
-    (a learned table, a Gaussian code)."""
+    """(…, K) {0,1} code bits of `ids` for a fixed binary code, whatever its value set ({0,1} or
+    {-1,+1}, as binary16_scaled) or scale; None otherwise (a learned table, a Gaussian code)."""
+    idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+    bits_of = getattr(model.input, "code_bits", None)  # binary codes: the bits before value set and scale
+    if callable(bits_of):
+        device = next(model.parameters()).device
+        with torch.no_grad():
+            return bits_of(idx.to(device)).cpu().numpy().astype(np.int8)
     code_values = getattr(model.input, "code_values", None)
     if code_values is None:
         return None
     try:
-        values = code_values(torch.from_numpy(np.asarray(ids, dtype=np.int64))).numpy()
+        values = code_values(idx).numpy()
     except NotImplementedError:
         return None
     if not np.isin(values, (0.0, 1.0)).all():
