@@ -227,3 +227,40 @@ def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
 
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "already completed; skipping" in again.stdout
+
+
+def test_a_resumed_study_says_what_is_done_and_times_the_rest_from_its_own_jobs(tmp_path, monkeypatch, capsys):
+    """One job of a two-job study really trains (run -m, Lightning); the dry run then finds it
+    completed under today's settings, times the other from its recorded speed, and a record from
+    other settings is called stale with its difference, as `run` would refuse it."""
+    study_file = tmp_path / "tiny.yaml"
+    study_file.write_text("name: tiny\ndescription: two budgets of one arm\njobs: {cpu: 2, paper: 2}\n"
+                          "grids:\n  - train.tokens: [2048, 4096]\n    input: binary16\n")
+    extra = ["model=test_micro", "logger=csv", "train.batch_size=4", "train.val_points=1", "train.log_every=2",
+             "train.val_batch_size=128", "seed=1"]
+    env = {**os.environ, "FIXEDCODE_OUT": str(tmp_path / "out"), "FIXEDCODE_CACHE": str(tmp_path / "cache"),
+           "WANDB_MODE": "disabled"}
+    proc = subprocess.run([sys.executable, "-m", "fixedcode_study.sweep", str(study_file), "train.tokens=2048",
+                           *extra], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    monkeypatch.setenv("FIXEDCODE_OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("FIXEDCODE_CACHE", str(tmp_path / "cache"))
+    assert command.main([str(study_file), "--dry-run", *extra]) == 0
+    out = capsys.readouterr().out
+    assert "on disk: 1 of 2 jobs completed under these settings (a launch skips them)" in out
+    assert out.count("[completed]") == 1 and "train.tokens=2048" in out.split("[completed]")[0].splitlines()[-1]
+    (done,) = (tmp_path / "out" / "multirun" / "tiny").glob("*train.tokens=2048*/results.json")
+    record = json.loads(done.read_text())
+    speed = record["tokens_seen"] / record["train_seconds"]
+    assert f"left: 1 job: 1 at the speed 1 completed job(s) of the same model and training settings ran " \
+           f"(median {speed:,.0f} tokens/s a job)" in out
+
+    # The same job directory holding weights from other settings: the launch would refuse it.
+    record["fingerprint"]["sha"] = "0" * 64
+    record["fingerprint"]["settings"]["optim.lr"] = 1.0
+    done.write_text(json.dumps(record))
+    assert command.main([str(study_file), "--dry-run", *extra]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 2 jobs completed" in out and "1 trained under other settings (a launch refuses them" in out
+    assert "optim.lr: 1.0 -> " in out and "[stale]" in out
+    assert "2 with no such completed job, at 300 GFLOP/s" in out

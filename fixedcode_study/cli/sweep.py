@@ -29,7 +29,9 @@ from typing import Any
 from ..config import compose
 from ..console import VERBOSE_ENV, take_verbose_flag
 from ..record.jobdir import JOB_LOG_FILE
+from ..errors import ConfigError
 from ..studies.cost import CPU_GFLOPS, GPU_MFU, GPU_PEAK_TFLOPS, Rates, describe_plan, job_facts
+from ..studies.progress import COMPLETED, job_progress
 from ..studies.grids import run_grids
 from ..studies.study import SCALES, Job, Study, available_studies, distinct_jobs, job_overrides, load_study
 from ..training.resume import PREEMPT_EXIT_CODE
@@ -55,6 +57,20 @@ def plan(study: Study, scale: str = "cpu", extra: Sequence[str] | None = None) -
                                  for overrides in job_overrides(study, scale, extra)])
 
 
+def side_by_side(jobs: list[Job], progress) -> int:
+    """How many of the jobs left the launcher runs at once (studies/launcher.plan_workers)."""
+    from ..studies.launcher import plan_workers
+
+    left = [job.cfg for job, p in zip(jobs, progress) if p.state != COMPLETED]
+    launcher = jobs[0].cfg.hydra.get("launcher") or {}
+    if not left or "n_jobs" not in launcher:
+        return 1  # hydra/launcher=basic: one after another
+    try:
+        return plan_workers(left, launcher.get("n_jobs"), launcher.get("threads_per_job"))[0]
+    except ConfigError:
+        return 1
+
+
 def list_studies() -> int:
     for name in available_studies():
         study = load_study(name)
@@ -71,7 +87,9 @@ def run_sweep(values: dict[str, Any], overrides: list[str]) -> int:
     jobs = plan(study, scale, overrides)
     facts = job_facts(jobs)  # builds every job's model: a bad combination stops here, naming the job
     rates = Rates(values["peak_tflops"], values["mfu"], values["cpu_gflops"])
-    print(describe_plan(study, scale, jobs, facts, overrides, rates, per_job=values["dry_run"]), flush=True)
+    progress = job_progress(jobs, facts)  # what the job directories hold: completed, stale, partial
+    print(describe_plan(study, scale, jobs, facts, overrides, rates, per_job=values["dry_run"],
+                        progress=progress, side_by_side=side_by_side(jobs, progress)), flush=True)
     if values["dry_run"]:
         return 0
     outcome = run_grids(study, scale, overrides)

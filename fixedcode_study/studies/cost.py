@@ -24,6 +24,7 @@ from ..build import build_decoder, resolve_model
 from ..config import resolve_input_references, resolve_output_references
 from ..errors import ConfigError
 from ..spec.plan import plan_batch
+from .progress import COMPLETED, NEW, PARTIAL, STALE, JobProgress, remaining
 from .study import Job, Study, launch_overrides
 
 __all__ = ["CPU_GFLOPS", "CPU_JOB_OVERHEAD_S", "GPU_MFU", "GPU_PEAK_TFLOPS", "Rates", "cost_summary",
@@ -88,21 +89,62 @@ def cost_summary(facts: list[dict[str, Any]], rates: Rates = Rates()) -> dict[st
 
 
 def describe_plan(study: Study, scale: str, jobs: list[Job], facts: list[dict[str, Any]],
-                  extra: Sequence[str] = (), rates: Rates = Rates(), per_job: bool = True) -> str:
+                  extra: Sequence[str] = (), rates: Rates = Rates(), per_job: bool = True,
+                  progress: Sequence[JobProgress] | None = None, side_by_side: int = 1) -> str:
     """The study, its commands, each job's size (per_job; a launch prints each command as it
-    starts instead) and the total cost."""
+    starts instead), the total cost and, where its jobs already hold records (progress), what is
+    done and what the rest takes at the speed the completed jobs ran."""
     cost = cost_summary(facts, rates)
     lines = [f"study {study.name} (scale {scale}): {len(jobs)} jobs -> {jobs[0].job_dir.parent}",
              f"  {study.description.splitlines()[0]}"]
     for grid in launch_overrides(study, scale, list(extra)) if per_job else []:
         lines.append("  $ python -m fixedcode_study.run -m " + " ".join(grid))
+    states = {p.job: p for p in progress or []}
     for f in facts if per_job else []:
+        state = states.get(f["job"])
         lines.append(f"    {f['job']:<60} {f['model']:<14} trainable={f['trainable']:>14,} "
-                     f"tokens={f['tokens']:.3g} flops={f['flops']:.3g}")
+                     f"tokens={f['tokens']:.3g} flops={f['flops']:.3g}"
+                     + (f"  [{state.state}]" if state and state.state != NEW else ""))
     gpu = (f"{cost['gpu_hours']:.3g} GPU-hours at {rates.mfu:.0%} MFU of {rates.peak_tflops:g} TFLOP/s "
            f"(H100 bf16 dense)")
     cpu = (f"~{cost['cpu_hours']:.3g} CPU-hours at {rates.cpu_gflops:g} GFLOP/s "
            f"+ {CPU_JOB_OVERHEAD_S:g} s/job overhead")
     lines.append(f"  total {cost['total_flops']:.3g} training FLOPs (6N + 12 L H D T, PaLM) = "
                  + (f"{cpu} (or {gpu})" if scale == "cpu" else gpu))
+    if progress and any(p.state != NEW for p in progress):
+        lines += progress_lines(progress, rates, side_by_side)
     return "\n".join(lines)
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job" + ("" if n == 1 else "s")
+
+
+def progress_lines(progress: Sequence[JobProgress], rates: Rates, side_by_side: int) -> list[str]:
+    """What is on disk, and the time left measured from the completed jobs (studies/progress.py)."""
+    count = {state: sum(p.state == state for p in progress) for state in (COMPLETED, PARTIAL, STALE)}
+    done = [f"{count[COMPLETED]} of {len(progress)} jobs completed under these settings (a launch skips them)"]
+    if count[PARTIAL]:
+        done.append(f"{count[PARTIAL]} started but not finished (running now, or a launch resumes them)")
+    if count[STALE]:
+        first = next(p for p in progress if p.state == STALE)
+        done.append(f"{count[STALE]} trained under other settings (a launch refuses them; force=true retrains): "
+                     f"{first.job}: {first.why}")
+    lines = ["  on disk: " + "; ".join(done)]
+    left = remaining(progress)
+    if not left.jobs:
+        return lines + ["  left: nothing: every job is completed"]
+    parts, wall = [], 0.0
+    if left.measured_jobs:
+        hours = left.measured_seconds / 3600.0
+        wall += hours / max(1, side_by_side)
+        parts.append(f"{left.measured_jobs} at the speed {left.references} completed job(s) of the same model and "
+                     f"training settings ran (median {left.tokens_per_second:,.0f} tokens/s a job): "
+                     f"{hours:.3g} job-hours")
+    unmeasured = left.jobs - left.measured_jobs
+    if unmeasured:
+        hours = (left.unmeasured_flops / (rates.cpu_gflops * 1e9) + CPU_JOB_OVERHEAD_S * unmeasured) / 3600.0
+        wall += hours
+        parts.append(f"{unmeasured} with no such completed job, at {rates.cpu_gflops:g} GFLOP/s: ~{hours:.3g} CPU-hours")
+    together = f"{side_by_side} jobs side by side" if side_by_side > 1 else "one job at a time"
+    return lines + [f"  left: {_jobs(left.jobs)}: " + "; ".join(parts) + f"; ~{wall:.3g} h of wall time, {together}"]

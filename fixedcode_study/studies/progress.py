@@ -1,0 +1,140 @@
+"""What a study has done already, read from its job directories before anything launches, and what
+the rest will take at the speed its own completed jobs ran (`sweep --dry-run`; issue 25).
+
+The FLOPs rate of cost.py is a calibration on one preset, and at other widths it is far off (the
+compute ladder's jobs ran 6-10x slower than it says: per-step overhead and the V x d head dominate
+small models). A study that is resumed has a better measure on disk: the training seconds and
+tokens its completed jobs recorded. So each job is put in one of four states, with the decision
+`run` itself will make (training/job.py), and the jobs left are timed from completed jobs of the
+same model and training settings where there are any:
+
+  completed   results.json says completed, the final weights exist and the fingerprint equals the
+              job's today: a launch skips it
+  stale       trained, or holding a resume checkpoint, under another fingerprint (settings or the
+              training source changed): a launch refuses it (force=true retrains)
+  partial     trained but not completed (W&B catch-up or evaluation left), or stopped with a
+              last.ckpt to resume from: timed as a whole job (an upper bound)
+  new         nothing on disk yet
+
+A job's speed key is what decides its speed on one machine: the model settings, the window, the
+batch, the precision and compile. The input variant is left out: on the ladder the three arms of
+one size ran within the spread of one arm over seeds (about 20%).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from ..errors import ConfigError
+from ..record.fingerprint import differences
+from ..record.jobdir import JobDir
+from ..training.resume import checkpoint_fingerprint
+from .study import Job
+
+__all__ = ["COMPLETED", "NEW", "PARTIAL", "STALE", "JobProgress", "Remaining", "job_progress", "remaining"]
+
+COMPLETED, STALE, PARTIAL, NEW = "completed", "stale", "partial", "new"
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    job: str
+    state: str
+    speed_key: str
+    tokens: int                          # the tokens the job trains (its plan)
+    flops: float                         # its training FLOPs (cost.job_facts)
+    train_seconds: float | None = None   # completed jobs: as recorded
+    wall_seconds: float | None = None
+    why: str = ""                        # stale: the first difference
+
+
+def _config(job: Job) -> dict[str, Any]:
+    # The run app's cfg has no hydra node: without it, the same fingerprint as the job computes.
+    return OmegaConf.to_container(OmegaConf.masked_copy(job.cfg, [k for k in job.cfg if k != "hydra"]),
+                                  resolve=True)
+
+
+def speed_key(config: dict[str, Any]) -> str:
+    train, trainer = config.get("train") or {}, config.get("trainer") or {}
+    return json.dumps([config.get("model"), config.get("output"), train.get("seq_len"), train.get("batch_size"),
+                       train.get("global_batch_tokens"), str(trainer.get("precision")), str(train.get("compile"))],
+                      sort_keys=True, default=str)
+
+
+def job_progress(jobs: Sequence[Job], facts: Sequence[dict[str, Any]]) -> list[JobProgress]:
+    """Each job's state on disk (see the module docstring), in the order of `jobs`."""
+    from ..spec import JobSpec  # the resolved spec's fingerprint is the one `run` compares
+
+    out = []
+    for job, fact in zip(jobs, facts, strict=True):
+        config = _config(job)
+        base = {"job": job.job_dir.name, "speed_key": speed_key(config), "tokens": int(fact["tokens"]),
+                "flops": float(fact["flops"])}
+        jd = JobDir(job.job_dir)
+        record = jd.read_results() if job.job_dir.is_dir() else None
+        trained = bool(record) and jd.is_trained(record)
+        resumable = not trained and jd.resume_point() is not None if job.job_dir.is_dir() else False
+        if not trained and not resumable:
+            out.append(JobProgress(state=NEW, **base))
+            continue
+        try:
+            current = JobSpec.from_cfg(config).fingerprint
+        except ConfigError:  # job_facts built it, so only a setting run checks later: left to the job
+            out.append(JobProgress(state=PARTIAL, **base))
+            continue
+        stored = record.get("fingerprint") if trained else checkpoint_fingerprint(jd.last_checkpoint)
+        diffs = differences(stored or {}, current) if stored else ["recorded without a fingerprint"]
+        if diffs:
+            out.append(JobProgress(state=STALE, why=diffs[0], **base))
+        elif record.get("status") == COMPLETED and trained:
+            out.append(JobProgress(state=COMPLETED, train_seconds=_seconds(record, "train_seconds"),
+                                   wall_seconds=_seconds(record, "wall_seconds"), **base))
+        else:
+            out.append(JobProgress(state=PARTIAL, **base))
+    return out
+
+
+def _seconds(record: dict[str, Any], key: str) -> float | None:
+    value = record.get(key)
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+@dataclass(frozen=True)
+class Remaining:
+    jobs: int                  # not completed (stale ones included: force=true would train them)
+    measured_jobs: int         # timed from completed jobs of the same speed key
+    measured_seconds: float    # their job-seconds (one job's wall time each, summed)
+    unmeasured_flops: float    # the rest, for the FLOPs rate
+    references: int            # completed jobs the measured times come from
+    tokens_per_second: float   # median over those references (NaN without any)
+
+
+def remaining(progress: Sequence[JobProgress]) -> Remaining:
+    """The jobs left, timed per job as overhead + tokens / speed, with the median speed and the median
+    overhead (wall - train seconds: start, validation, checkpoint) of the completed jobs that share
+    its speed key; jobs without such a reference are left to the FLOPs rate."""
+    refs: dict[str, list[JobProgress]] = {}
+    for p in progress:
+        if p.state == COMPLETED and p.train_seconds:
+            refs.setdefault(p.speed_key, []).append(p)
+    left = [p for p in progress if p.state != COMPLETED]
+    seconds, measured, flops, used = 0.0, 0, 0.0, set()
+    for p in left:
+        same = refs.get(p.speed_key)
+        if not same:
+            flops += p.flops
+            continue
+        speed = statistics.median(r.tokens / r.train_seconds for r in same)
+        overhead = statistics.median(max(0.0, (r.wall_seconds or r.train_seconds) - r.train_seconds) for r in same)
+        seconds += overhead + p.tokens / speed
+        measured += 1
+        used.add(p.speed_key)
+    speeds = [r.tokens / r.train_seconds for key in used for r in refs[key]]
+    return Remaining(len(left), measured, seconds, flops, sum(len(refs[k]) for k in used),
+                     statistics.median(speeds) if speeds else float("nan"))
