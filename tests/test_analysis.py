@@ -538,6 +538,23 @@ def test_a_row_evaluated_on_some_seeds_says_so_and_its_eval_settings_are_not_a_c
     assert not [n for n in notes if "/ binary16:" in n or "/ gf2:" in n]  # fully evaluated rows: nothing to say
 
 
+def test_nested_run_dirs_read_an_external_record_once(tmp_path):
+    """`analysis multirun/main multirun` finds main's external record under both roots; read twice it
+    was two rows of one reference, and the downstream table crashed on the doubled cell."""
+    main = fx.build_main_sweep(tmp_path)
+    folder = main / "external" / "tiny-llama@local"
+    folder.mkdir(parents=True)
+    (folder / "external.json").write_text(json.dumps({
+        "external": {"name": "/models/tiny-llama", "revision": "local", "source": "local", "params": 1000},
+        "settings": {"num_fewshot": 0}, "lm_eval_version": "0.4.13",
+        "tasks": {"hellaswag": {"acc_norm": 0.26, "acc_norm_stderr": 0.06}}}))
+    assert len(load_run_dirs([main, main.parent]).externals) == len(load_run_dirs([main]).externals) == 1
+    assert cli_main([str(main), str(main.parent), "--out", str(tmp_path / "report")]) == 0
+    rows = [ln for ln in (tmp_path / "report" / "report.md").read_text().splitlines()
+            if ln.startswith("| *external · tiny-llama")]
+    assert rows == ["| *external · tiny-llama @ local (reference)* | 0.2600 ± 0.0600 (n=1, stderr) |"]
+
+
 def test_a_smoke_evaluation_is_said_with_or_without_evaluated_trained_runs(tmp_path):
     main = fx.build_main_sweep(tmp_path)
     for job in main.glob("input=*,seed=*"):  # no trained run evaluated

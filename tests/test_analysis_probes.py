@@ -402,6 +402,23 @@ def test_probe_only_arms_enter_the_probes_and_no_comparison(tmp_path):
     assert "gf2" not in findings
 
 
+def test_probe_roots_add_only_the_jobs_the_study_has_not_read(tmp_path):
+    """--probe-runs usually names the study's own parent (`multirun/main --probe-runs multirun`): the
+    second reading adds the probe-only arms and reads none of the study's jobs again, and the two
+    readings together hold exactly the jobs one reading of every root finds."""
+    from fixedcode_study.analysis.read.runs import collect_run_dirs
+
+    sweep = build_probed_study(tmp_path)
+    study_jobs = [p for p in sorted(sweep.glob("input=*")) if "input=gf2" not in p.name]
+    first = collect_run_dirs(study_jobs)
+    added = collect_run_dirs([sweep], already=first)
+    assert {r["input"] for r in added.records} == {"gf2"}
+    assert not {r["run"] for r in first.records} & {r["run"] for r in added.records}
+    both = collect_run_dirs([*study_jobs, sweep])
+    assert sorted(r["run"] for r in (first + added).records) == sorted(r["run"] for r in both.records)
+    assert not collect_run_dirs([sweep], already=first + added).records  # nothing left to read
+
+
 def test_probe_runs_without_the_studys_runs_is_a_one_line_error(tmp_path, capsys):
     from fixedcode_study.analysis.__main__ import main as analyze
 

@@ -105,27 +105,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load(args: argparse.Namespace):
+    """(the study, the probe section's study or None); every job directory is read once."""
     # Imports here so that `--help` and argument errors answer instantly.
     from .read.runs import Collected, build_study, collect_run_dirs
 
-    collected = Collected()
-    if args.run_dirs:
-        collected += collect_run_dirs(args.run_dirs)
+    from_dirs = collect_run_dirs(args.run_dirs) if args.run_dirs else Collected()
+    collected = from_dirs
     if args.wandb:
         from .read.wandb import collect_wandb
 
         collected += collect_wandb(args.wandb, args.group)
-    return build_study(collected)
+    return build_study(collected), load_probe_study(args, from_dirs)
 
 
-def load_probe_study(args: argparse.Namespace):
-    """The study's run dirs plus --probe-runs, read as one study (a job under both is read once), so
-    the probe-only arms get their labels and same-seed learned partners the way the study's arms do."""
+def load_probe_study(args: argparse.Namespace, study_dirs):
+    """The study's run dirs plus --probe-runs as one study (a job under both counts once), so the
+    probe-only arms get their labels and same-seed learned partners the way the study's arms do.
+    The study's jobs come from `study_dirs`, already read: only what the probe roots add is read."""
     if not args.probe_runs:
         return None
     from .read.runs import build_study, collect_run_dirs
 
-    return build_study(collect_run_dirs(list(args.run_dirs) + list(args.probe_runs)))
+    return build_study(study_dirs + collect_run_dirs(args.probe_runs, already=study_dirs))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         command = "python -m analysis " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
         options = ReportOptions(args.reference, args.ema_alpha, command, args.baseline, parse_pairs(args.pairs),
                                 Margins.from_args(args.margin))
-        study = load(args)
-        output = write_report(study, args.out, options, load_probe_study(args))
+        study, probe_study = load(args)
+        output = write_report(study, args.out, options, probe_study)
         included, excluded = len(study.included_jobs), len(study.excluded_jobs)
         print(f"wrote {output.report} ({included} jobs in tables, {excluded} excluded, "
               f"{len(output.figures)} figures) in {time.perf_counter() - started:.1f} s")

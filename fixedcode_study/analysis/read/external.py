@@ -30,24 +30,34 @@ def label(external: dict) -> str:
     return f"external · {name} @ {str(external.get('revision'))[:19]} (reference)"
 
 
-def read_externals(roots: list[str | Path], notes: list[str]) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """(long rows of every external record under the roots, {label: lm-eval settings})."""
+def external_files(roots: list[str | Path], skip: frozenset[Path] = frozenset()) -> list[Path]:
+    """Every external record under the roots, once: roots may nest (`multirun multirun/main`), and a
+    record found twice would be two rows of one reference (and two cells where the table expects one).
+    `skip`: records an earlier read already has."""
+    found = {p.resolve() for root in roots for p in Path(root).glob(f"**/{EXTERNAL_DIR}/*/{EXTERNAL_FILE}")}
+    return sorted(found - skip)
+
+
+def read_externals(roots: list[str | Path], notes: list[str],
+                   skip: frozenset[Path] = frozenset()) -> tuple[pd.DataFrame, dict[str, dict], list[Path]]:
+    """(long rows of every external record under the roots, {label: lm-eval settings}, the records
+    looked at); records in `skip` were read before and are left out."""
     rows, settings = [], {}
-    for root in roots:
-        for path in sorted(Path(root).glob(f"**/{EXTERNAL_DIR}/*/{EXTERNAL_FILE}")):
-            try:
-                record = json.loads(path.read_text())
-                external = record["external"]
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                notes.append(f"{display_path(path)}: unreadable external record ({type(exc).__name__}); left out")
-                continue
-            name = label(external)
-            settings[name] = record.get("settings") or {}
-            for row in eval_rows({"eval": record}):
-                rows.append({**row, "label": name, "name": external.get("name"), "revision": external.get("revision"),
-                             "params": external.get("params"), "path": display_path(path.parent)})
+    paths = external_files(roots, skip)
+    for path in paths:
+        try:
+            record = json.loads(path.read_text())
+            external = record["external"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            notes.append(f"{display_path(path)}: unreadable external record ({type(exc).__name__}); left out")
+            continue
+        name = label(external)
+        settings[name] = record.get("settings") or {}
+        for row in eval_rows({"eval": record}):
+            rows.append({**row, "label": name, "name": external.get("name"), "revision": external.get("revision"),
+                         "params": external.get("params"), "path": display_path(path.parent)})
     frame = pd.DataFrame(rows, columns=COLUMNS + ["kind"]) if rows else pd.DataFrame(columns=COLUMNS + ["kind"])
-    return frame.drop(columns="kind"), settings
+    return frame.drop(columns="kind"), settings, paths
 
 
 def setting_notes(externals: dict[str, dict], run_settings: list[dict]) -> list[str]:

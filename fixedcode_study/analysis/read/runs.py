@@ -237,11 +237,12 @@ class Collected:
     notes: list[str] = field(default_factory=list)
     externals: list[pd.DataFrame] = field(default_factory=list)
     external_settings: dict[str, dict] = field(default_factory=dict)
+    read: frozenset[Path] = frozenset()  # job dirs and external records already read (resolved paths)
 
     def __add__(self, other: Collected) -> Collected:
         return Collected(self.records + other.records, self.frames + other.frames,
                          self.sources + other.sources, self.notes + other.notes, self.externals + other.externals,
-                         {**self.external_settings, **other.external_settings})
+                         {**self.external_settings, **other.external_settings}, self.read | other.read)
 
 
 def build_study(collected: Collected) -> Study:
@@ -406,16 +407,24 @@ def setting_notes(configs: dict[str, dict], jobs: pd.DataFrame, labelled: tuple[
     return notes
 
 
-def collect_run_dirs(roots: list[str | Path]) -> Collected:
-    """Discover and read every job under ``roots``."""
+def collect_run_dirs(roots: list[str | Path], already: Collected | None = None) -> Collected:
+    """Discover and read every job under ``roots``, except what ``already`` has read.
+
+    ``already`` lets a second reading add to a first without reading its jobs again: the probe
+    section's study (--probe-runs) is the study's jobs plus the probe-only arms, and the probe roots
+    usually hold the study's own folder (`multirun/main --probe-runs multirun`).
+    """
+    skip = already.read if already is not None else frozenset()
     job_dirs, orphans = discover(roots)
+    job_dirs, orphans = [d for d in job_dirs if d not in skip], [d for d in orphans if d not in skip]
     collected = Collected(sources=[str(r) for r in roots])
     for job_dir in job_dirs:
         rec, job_frames = read_job(job_dir, collected.notes)
         collected.records.append(rec)
         collected.frames.extend(job_frames)
 
-    externals, settings = read_externals(roots, collected.notes)
+    externals, settings, external_paths = read_externals(roots, collected.notes, skip)
+    collected.read = frozenset(job_dirs) | frozenset(orphans) | frozenset(external_paths)
     if len(externals):
         collected.externals.append(externals)
         collected.external_settings.update(settings)
