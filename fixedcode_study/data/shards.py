@@ -59,7 +59,6 @@ from .layout import (
     shard_files,
 )
 from .split import NAME_HASH, SHARDED_KEY_RULE, HeldOut, Split, key_settings, unigram_val_ppl
-from .split import is_validation as is_validation  # re-exported: the name_hash rule
 from .tokenizer import (
     EOT,
     LoadedTokenizer,
