@@ -206,6 +206,8 @@ def test_cli_pretokenizes_and_training_runs_from_the_directory(corpus, tmp_path)
     assert record["data"]["cache_key"] == manifest["cache_key"]
     assert record["data"]["tokenizer_vocab_size"] == manifest["tokenizer_vocab_size"] <= record["data"]["vocab_size"] == 512
     assert record["data"]["unigram_val_ppl"] == manifest["unigram_val_ppl"]
+    # the rule that applied: text_files' own (conf/data), kept by the directory and recorded by the job
+    assert record["data"]["split"] == manifest["split"] == "shuffle" and "split" not in record["config"]["data"]
     assert np.isfinite(record["final"]["val_loss"]) and record["final"]["val_tokens"] == (1200 - 1) // 32 * 32
     ckpt = tmp_path / "job" / record["checkpoint"] / "tokenizer.json"
     assert ckpt.read_bytes() == (out / "tokenizer.json").read_bytes()

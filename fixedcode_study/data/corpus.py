@@ -15,7 +15,12 @@ For pre-tokenization at scale (shards.py) a source is also cut into *pieces*: JS
 descriptions of a fixed slice of its documents (a group of files, a byte range of a JSONL file,
 Parquet row groups, one shard of a HF dataset) that any worker process can re-read on its own.
 A piece always yields the same documents under the same names, so a restarted run can skip the
-pieces it finished and the held-out split (by document name) never depends on the worker count.
+pieces it finished and the held-out split never depends on the worker count. The in-memory path
+reads a source through the same pieces (`load_documents`: one piece per source), so both paths
+see the same documents, in the same order, under the same names: a file's documents are named
+after the path as the glob matched it (`books/a.txt`, `books/a.txt#3`; JSON Lines rows by byte
+offset, `web.jsonl@1024`; gzipped JSON Lines by line, `more.jsonl.gz:7`; Parquet rows by row
+number, `x.parquet#row12`), the built-in corpus's scenes as `<play>/sceneNN`.
 """
 
 from __future__ import annotations
@@ -107,10 +112,13 @@ def _row_text(row: Mapping[str, Any], text_field: str, where: str) -> str:
                           "set data.text_field to the column holding the text") from None
 
 
-def _parquet_docs(path: str, text_field: str, row_groups: Sequence[int] | None = None) -> Iterator[Document]:
-    """Rows of a Parquet file (optionally only some row groups), named by their row number in the file."""
+def _parquet_docs(path: str, text_field: str, row_groups: Sequence[int] | None = None,
+                  name: str | None = None) -> Iterator[Document]:
+    """Rows of a Parquet file (optionally only some row groups), named by their row number in the file
+    (`name`: the file's name in document names, if not `path`)."""
     import pyarrow.parquet as pq
 
+    name = name or path
     pf = pq.ParquetFile(path)
     if text_field not in pf.schema_arrow.names:
         raise ConfigError("data.text_field", f"{path} has no {text_field!r} column (has {pf.schema_arrow.names})",
@@ -122,11 +130,12 @@ def _parquet_docs(path: str, text_field: str, row_groups: Sequence[int] | None =
         texts = pf.read_row_group(g, columns=[text_field]).column(0).to_pylist()
         for j, text in enumerate(texts):
             if text:
-                yield Document(f"{path}#row{offsets[g] + j}", text)
+                yield Document(f"{name}#row{offsets[g] + j}", text)
 
 
-def _jsonl_range_docs(path: str, text_field: str, start: int, end: int) -> Iterator[Document]:
-    """JSON lines that *begin* in bytes [start, end), named by their byte offset."""
+def _jsonl_range_docs(path: str, text_field: str, start: int, end: int, name: str | None = None) -> Iterator[Document]:
+    """JSON lines that *begin* in bytes [start, end), named by their byte offset (`name`: as _parquet_docs)."""
+    name = name or path
     with open(path, "rb") as fh:
         if start > 0:
             fh.seek(start - 1)
@@ -138,7 +147,7 @@ def _jsonl_range_docs(path: str, text_field: str, start: int, end: int) -> Itera
             if line.strip():
                 text = _row_text(json.loads(line), text_field, f"{path} at byte {pos}")
                 if text:
-                    yield Document(f"{path}@{pos}", text)
+                    yield Document(f"{name}@{pos}", text)
 
 
 def _keep_between(text: str, keep: Sequence[str] | None) -> str:
@@ -173,25 +182,27 @@ def check_keep_between(keep: Any, where: str = "data.keep_between") -> list[str]
 
 
 def _read_file_docs(path: str, separator: str | None, text_field: str = "text",
-                    keep: Sequence[str] | None = None) -> Iterable[Document]:
+                    keep: Sequence[str] | None = None, name: str | None = None) -> Iterable[Document]:
+    """The documents of one whole file, named after `name` (the path as the glob matched it), else `path`."""
+    name = name or path
     if path.endswith((".jsonl", ".jsonl.gz")):
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8") as fh:
             for i, line in enumerate(fh):
                 if line.strip():
-                    yield Document(f"{path}:{i}", _row_text(json.loads(line), text_field, f"{path} line {i + 1}"))
+                    yield Document(f"{name}:{i}", _row_text(json.loads(line), text_field, f"{path} line {i + 1}"))
         return
     if path.endswith(".parquet"):
-        yield from _parquet_docs(path, text_field)
+        yield from _parquet_docs(path, text_field, name=name)
         return
     with open(path, encoding="utf-8", errors="replace") as fh:
         text = _keep_between(fh.read(), keep)
     if separator:
         for i, part in enumerate(re.split(separator, text)):
             if part.strip():
-                yield Document(f"{path}#{i}", part)
+                yield Document(f"{name}#{i}", part)
     else:
-        yield Document(path, text)
+        yield Document(name, text)
 
 
 def _matching_files(paths: Sequence[str], field_name: str = "data.paths") -> list[str]:
@@ -205,22 +216,25 @@ def _matching_files(paths: Sequence[str], field_name: str = "data.paths") -> lis
 
 def text_file_documents(paths: Sequence[str], doc_separator: str | None = None, text_field: str = "text",
                         keep_between: Sequence[str] | None = None) -> list[Document]:
-    keep = check_keep_between(keep_between)
-    return [doc for f in _matching_files(paths) for doc in _read_file_docs(f, doc_separator, text_field, keep)]
+    return load_documents("text_files", paths, doc_separator, text_field, keep_between)
 
 
 IN_MEMORY_SOURCES = ("shakespeare", "text_files")
 SOURCES = (*IN_MEMORY_SOURCES, "hf", "mixture", "pretokenized")
+_WHOLE = 1 << 62  # piece size of an in-memory read: each file is one item (a JSONL file one byte range)
 
 
 def load_documents(source: str, paths: Sequence[str] = (), doc_separator: str | None = None,
                    text_field: str = "text", keep_between: Sequence[str] | None = None) -> list[Document]:
-    """All documents of a small source, in memory (the path data.prepare() uses)."""
-    if source == "shakespeare":
-        return shakespeare_documents()
-    if source == "text_files":
-        return text_file_documents(paths, doc_separator, text_field, keep_between)
-    raise ConfigError("data.source", f"unknown source {source!r}", f"use one of {', '.join(SOURCES)}")
+    """All documents of a small source, in memory (the path data.prepare() uses), read as the
+    pre-tokenizing path reads them (plan_pieces, piece_documents): the same documents under the
+    same names in the same order, so both paths hold out the same ones (split.py)."""
+    if source not in IN_MEMORY_SOURCES:
+        raise ConfigError("data.source", f"unknown source {source!r}", f"use one of {', '.join(SOURCES)}")
+    cfg = {"source": source, "paths": paths, "doc_separator": doc_separator, "text_field": text_field,
+           "keep_between": keep_between}
+    (stream,) = streams_from_config(cfg)
+    return [doc for piece in plan_pieces(stream, _WHOLE) for doc in piece_documents(piece)]
 
 
 # -- streams and pieces: sources cut into re-readable slices for pre-tokenization ---------------
@@ -306,13 +320,18 @@ def plan_pieces(stream: Stream, shard_bytes: int) -> list[dict[str, Any]]:
     if stream.kind == "hf":
         return _plan_hf(stream, shard_bytes)
     opts = stream.options
-    files = [os.path.abspath(f) for f in _matching_files(opts.get("paths") or [], f"{stream.field_name}.paths")]
+    files = _matching_files(opts.get("paths") or [], f"{stream.field_name}.paths")
     common = {"stream": stream.name, "kind": "files", "doc_separator": opts.get("doc_separator"),
               "text_field": opts.get("text_field") or "text",
               "keep_between": check_keep_between(opts.get("keep_between"), f"{stream.field_name}.keep_between")}
     pieces, items, items_bytes = [], [], 0
-    for path in files:
+    for matched in files:
+        path = os.path.abspath(matched)  # read from any working directory (a worker, a restart)
+        # Documents are named after the path as the glob matched it, as an in-memory read names them
+        # (and its cache key hashes them): both paths then hold out the same documents by name.
+        named = {} if matched == path else {"name": matched}
         for item in _file_item(path, shard_bytes):
+            item.update(named)
             nbytes = item.get("end", 0) - item.get("start", 0) if "end" in item else os.path.getsize(path)
             if items and items_bytes + nbytes > shard_bytes:
                 pieces.append({**common, "items": items, "bytes": items_bytes})
@@ -333,13 +352,13 @@ def piece_documents(piece: Mapping[str, Any]) -> Iterator[Document]:
     else:
         field_ = piece.get("text_field") or "text"
         for item in piece["items"]:
-            path = item["file"]
+            path, name = item["file"], item.get("name")
             if "start" in item:
-                yield from _jsonl_range_docs(path, field_, item["start"], item["end"])
+                yield from _jsonl_range_docs(path, field_, item["start"], item["end"], name)
             elif "row_groups" in item:
-                yield from _parquet_docs(path, field_, item["row_groups"])
+                yield from _parquet_docs(path, field_, item["row_groups"], name)
             else:
-                yield from _read_file_docs(path, piece.get("doc_separator"), field_, piece.get("keep_between"))
+                yield from _read_file_docs(path, piece.get("doc_separator"), field_, piece.get("keep_between"), name)
 
 
 # -- Hugging Face datasets ----------------------------------------------------------------------

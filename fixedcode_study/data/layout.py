@@ -13,13 +13,20 @@ an in-memory preparation (prepare.py) and a pre-tokenized directory (shards.py).
     plan.json         a pre-tokenized directory's settings and pieces (written first)
     shards/           a pre-tokenized directory's per-piece files
     ../.<name>.lock   beside the folder: held while one process builds it (prepare.py)
+
+Both are found in the data cache by one key scheme (`cache_key`, `cache_folder`): a hash of the
+settings that decide the folder's contents, plus, for an in-memory preparation, the documents
+themselves (a sharded source is too large to hash; its plan.json records each input file's size
+and mtime instead, checked on every restart).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from ..record.jobdir import LOCK_FILE
 
@@ -32,6 +39,20 @@ VAL_DOCS = "val_docs.jsonl"
 MANIFEST = "manifest.json"
 PLAN = "plan.json"
 SHARDS = "shards"
+
+
+def cache_key(settings: Mapping[str, Any], documents: Iterable[Any] = ()) -> str:
+    """20 hex digits of sha256 over the settings (JSON, sorted keys) and each document's name and text."""
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
+    for d in documents:
+        h.update(d.name.encode() + b"\0" + d.text.encode("utf-8") + b"\0")
+    return h.hexdigest()[:20]
+
+
+def cache_folder(cache_dir: str | os.PathLike | None, stem: str, key: str, sharded: bool) -> Path:
+    """<cache_dir>/<stem>-<key> (in memory) or <cache_dir>/<stem>-pretok-<key> (pre-tokenized shards)."""
+    root = Path(os.path.expanduser(str(cache_dir or "~/.cache/fixedcode_study")))
+    return root / (f"{stem}-pretok-{key}" if sharded else f"{stem}-{key}")
 
 
 def build_lock(root: str | Path) -> Path:

@@ -1,7 +1,9 @@
 """Corpus -> tokenizer -> token memmaps, cached by content, and the batches Lightning trains on.
 
 Preparation (once per (corpus, tokenizer settings)):
-  1. split documents into train / held-out validation *by document* (seeded, by characters),
+  1. read the documents as the sharded path does (corpus.load_documents) and split them into
+     train / held-out validation *by document*, by the rule data.split names (split.py; the
+     built-in and local-file configs: `shuffle`, a seeded shuffle until val_fraction of the characters),
   2. train a byte-level BPE tokenizer on the training documents with HF `tokenizers`,
   3. tokenize each document, append end-of-text, write `train.bin` / `val.bin` as flat memmaps
      (uint16 when V <= 65,536, else uint32),
@@ -16,7 +18,12 @@ never pre-tokenized by two processes at once.
 
 Large sources (`hf`, `mixture`) are pre-tokenized into shards instead (shards.py), in the
 same cache; `source: pretokenized` trains from a directory the pretokenize command wrote. Both
-give a PreparedData with several train shards (`train_shards`) and one merged `val.bin`.
+give a PreparedData with several train shards (`train_shards`) and one merged `val.bin`. The two
+paths share the document reader, the split rule, the cache key scheme (layout.cache_key) and the
+unigram reference (split.unigram_val_ppl): a corpus given to either under one data.split holds
+out the same documents. They differ in where tokens go (one train.bin vs shards), in the order of
+the held-out documents (by name here, in corpus order there) and in the BPE's training text (all
+training documents here, the first tokenizer_train_mb of them there).
 
 The tokenizer is a byte-level BPE trained here (`data.tokenizer: bpe`, the default) or any
 Hugging Face tokenizer (tokenizer.py).
@@ -26,9 +33,7 @@ The batches trained on are built from these files in batches.py.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import os
 import time
 from contextlib import contextmanager
@@ -42,8 +47,10 @@ from ..errors import ConfigError
 from ..record.atomic import atomic_dir
 from . import layout
 from .corpus import IN_MEMORY_SOURCES, Document, load_documents
+from .split import IN_MEMORY_KEY_RULE, SHARDED_KEY_RULE, Split, key_settings, unigram_val_ppl
 from .tokenizer import (
     EOT,
+    encode_documents,
     is_pretrained,
     load_pretrained,
     storage_dtype,
@@ -72,6 +79,12 @@ class PreparedData:
 
     root: Path
     meta: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        # A cache written before data.split existed: the rule its layout was split by (split.py).
+        if "split" not in self.meta:
+            settings = self.meta.get("settings") or {}
+            self.meta["split"] = settings.get("split", SHARDED_KEY_RULE) if self.sharded else IN_MEMORY_KEY_RULE
 
     @property
     def sharded(self) -> bool:
@@ -177,24 +190,17 @@ class PreparedData:
         return counts, {"counted_tokens": int(counted), "train_tokens": int(total), "source": source}
 
 
-def _split_by_document(docs: list[Document], val_fraction: float, seed: int) -> tuple[list[Document], list[Document]]:
-    """Seeded shuffle of documents; take whole documents for validation until val_fraction of bytes."""
-    order = np.random.default_rng(seed).permutation(len(docs))
-    total = sum(len(d.text) for d in docs)
-    val, val_bytes = [], 0
-    for i in order:
-        if val_bytes >= val_fraction * total:
-            break
-        val.append(docs[i])
-        val_bytes += len(docs[i].text)
-    val_names = {d.name for d in val}
-    train = [d for d in docs if d.name not in val_names]
+def _split_by_document(docs: list[Document], split: Split) -> tuple[list[Document], list[Document]]:
+    """(train, held-out) documents by the split's rule; train in corpus order, held-out by name."""
+    held = split.held_out((d.name, len(d.text)) for d in docs)
+    train = [d for d in docs if d.name not in held]
+    val = sorted((d for d in docs if d.name in held), key=lambda d: d.name)
     if not train or not val:
         raise ConfigError(
-            "data.val_fraction", f"{val_fraction} leaves an empty split for {len(docs)} documents",
+            "data.val_fraction", f"{split.fraction} leaves an empty split for {len(docs)} documents",
             "use more documents or a val_fraction between 0 and 1",
         )
-    return train, sorted(val, key=lambda d: d.name)
+    return train, val
 
 
 def train_bpe(texts: list[str], vocab_size: int):
@@ -202,26 +208,9 @@ def train_bpe(texts: list[str], vocab_size: int):
     return _train_bpe(texts, vocab_size, length=len(texts))
 
 
-def _unigram_ppl(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
-    """Perplexity of an add-one unigram model fit on train, scored on every validation token."""
-    counts = np.bincount(train, minlength=vocab_size).astype(np.float64) + 1.0
-    logp = np.log(counts / counts.sum())
-    return float(math.exp(-logp[val].mean()))
-
-
-def _cache_key(docs: list[Document], settings: Mapping[str, Any]) -> str:
-    h = hashlib.sha256()
-    h.update(json.dumps({**settings, "prep_version": PREP_VERSION}, sort_keys=True).encode())
-    for d in docs:
-        h.update(d.name.encode() + b"\0" + d.text.encode("utf-8") + b"\0")
-    return h.hexdigest()[:20]
-
-
-def _write_tokens(path: Path, ids: list[list[int]], eot: int, dtype: np.dtype) -> np.ndarray:
-    flat = np.fromiter((t for doc in ids for t in (*doc, eot)), dtype=dtype, count=sum(len(d) + 1 for d in ids))
-    mm = np.memmap(path, dtype=dtype, mode="w+", shape=flat.shape)
-    mm[:] = flat
-    mm.flush()
+def _write_tokens(path: Path, tok, docs: list[Document], eot: int, dtype: np.dtype) -> np.ndarray:
+    flat = encode_documents(tok, [d.text for d in docs], eot, dtype)
+    flat.tofile(path)
     return flat
 
 
@@ -302,31 +291,57 @@ def prepare(cfg: Mapping[str, Any], progress: bool = True) -> PreparedData:
     if source == "pretokenized":
         if not cfg.get("dir"):
             raise ConfigError("data.dir", "data.source=pretokenized needs the directory", "set data.dir=DIR written by the pretokenize command")
-        return load_pretokenized(cfg["dir"], cfg.get("vocab_size"), cfg.get("weights"))
+        return _check_split(cfg, load_pretokenized(cfg["dir"], cfg.get("vocab_size"), cfg.get("weights")))
     if source not in IN_MEMORY_SOURCES:
         return _prepare_sharded(cfg, progress)
+    plan = plan_in_memory(cfg)
+    if (cached := layout.read_meta(plan.folder)) is not None:
+        return PreparedData(plan.folder, cached)
+    with _building(plan.folder, progress):
+        if (cached := layout.read_meta(plan.folder)) is not None:  # built by the process we waited for
+            return PreparedData(plan.folder, cached)
+        return _prepare_in_memory(cfg, plan, progress)
+
+
+@dataclass(frozen=True)
+class InMemoryPlan:
+    """What an in-memory preparation is made of and where it is cached, before anything is built."""
+
+    docs: list[Document]
+    split: Split
+    settings: dict[str, Any]  # what decides the contents besides the documents (meta.json holds them)
+    key: str
+    folder: Path
+
+
+def plan_in_memory(cfg: Mapping[str, Any]) -> InMemoryPlan:
+    """Read the documents of a shakespeare / text_files config and work out its cache key and folder."""
+    source = cfg["source"]
     vocab_size = int(cfg["vocab_size"])
     pretrained = is_pretrained(cfg.get("tokenizer"))
     if vocab_size < 257 and not pretrained:
         raise ConfigError("data.vocab_size", f"{vocab_size} is below the 256 byte tokens + end-of-text", "use >= 257")
+    split = Split.from_config(cfg)
     docs = load_documents(source, cfg.get("paths") or (), cfg.get("doc_separator"), cfg.get("text_field") or "text",
                           cfg.get("keep_between"))
     settings = {
-        "source": source, "vocab_size": vocab_size, "val_fraction": float(cfg["val_fraction"]),
-        "split_seed": int(cfg["split_seed"]), "tokenizer": "bytelevel_bpe",
+        "source": source, "vocab_size": vocab_size, "val_fraction": split.fraction,
+        "split_seed": split.seed, **key_settings(split.rule, IN_MEMORY_KEY_RULE), "tokenizer": "bytelevel_bpe",
     }
     if pretrained:  # keyed by the tokenizer's content, so a changed tokenizer never reuses old tokens
         settings["tokenizer"] = {"pretrained": str(cfg["tokenizer"]), "sha256": tokenizer_sha256(
             load_pretrained(str(cfg["tokenizer"]), cfg.get("tokenizer_revision"), cfg.get("eot_token")).tokenizer)}
-    key = _cache_key(docs, settings)
-    cache_root = Path(os.path.expanduser(str(cfg["cache_dir"])))
-    final = cache_root / f"{source}-{key}"
-    if (cached := layout.read_meta(final)) is not None:
-        return PreparedData(final, cached)
-    with _building(final, progress):
-        if (cached := layout.read_meta(final)) is not None:  # built by the process we waited for
-            return PreparedData(final, cached)
-        return _prepare_in_memory(cfg, source, docs, settings, key, final, vocab_size, progress)
+    key = layout.cache_key({**settings, "prep_version": PREP_VERSION}, docs)
+    return InMemoryPlan(docs, split, settings, key, layout.cache_folder(cfg["cache_dir"], source, key, sharded=False))
+
+
+def _check_split(cfg: Mapping[str, Any], prepared: PreparedData) -> PreparedData:
+    """A pre-tokenized directory's split was fixed when it was written: a different data.split is refused."""
+    wanted = cfg.get("split")
+    if wanted is not None and wanted != prepared.meta["split"]:
+        raise ConfigError("data.split", f"{prepared.root} was pre-tokenized with split {prepared.meta['split']!r}, not {wanted!r}",
+                          f"drop data.split, or pre-tokenize the corpus again with data.split={wanted}")
+    return prepared
 
 
 @contextmanager
@@ -352,21 +367,20 @@ def _building(cache: Path, progress: bool) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _prepare_in_memory(cfg: Mapping[str, Any], source: str, docs: list[Document], settings: dict[str, Any],
-                       key: str, final: Path, vocab_size: int, progress: bool) -> PreparedData:
+def _prepare_in_memory(cfg: Mapping[str, Any], plan: InMemoryPlan, progress: bool) -> PreparedData:
+    source, docs, final, vocab_size = cfg["source"], plan.docs, plan.folder, int(cfg["vocab_size"])
     t0 = time.time()
     say = print if progress else (lambda *a, **k: None)
     # Built in a temporary folder and renamed into place: readers see the whole cache or none of
     # it, and when two jobs race the loser discards its copy (keep_existing).
     with atomic_dir(final, keep_existing=True) as tmp:
         say(f"[data] preparing {source} ({len(docs)} documents) -> {final}")
-        train_docs, val_docs = _split_by_document(docs, settings["val_fraction"], settings["split_seed"])
+        train_docs, val_docs = _split_by_document(docs, plan.split)
         tok, eot = _load_tokenizer(cfg, train_docs, vocab_size)
         say(f"[data] tokenizer ready: {tok.get_vocab_size()} tokens ({time.time() - t0:.1f}s)")
         dtype = storage_dtype(vocab_size)
-        enc = lambda ds: [e.ids for e in tok.encode_batch([d.text for d in ds], add_special_tokens=False)]  # noqa: E731
-        train = _write_tokens(tmp / layout.TRAIN_TOKENS, enc(train_docs), eot, dtype)
-        val = _write_tokens(tmp / layout.VAL_TOKENS, enc(val_docs), eot, dtype)
+        train = _write_tokens(tmp / layout.TRAIN_TOKENS, tok, train_docs, eot, dtype)
+        val = _write_tokens(tmp / layout.VAL_TOKENS, tok, val_docs, eot, dtype)
         tok.save(str(tmp / layout.TOKENIZER))
         tbytes = token_byte_lengths(tok, vocab_size)
         np.save(tmp / layout.TOKEN_BYTES, tbytes)
@@ -374,8 +388,9 @@ def _prepare_in_memory(cfg: Mapping[str, Any], source: str, docs: list[Document]
             for d in val_docs:
                 fh.write(json.dumps({"name": d.name, "text": d.text}) + "\n")
         meta = {
-            **settings,
-            "cache_key": key,
+            **plan.settings,
+            "split": plan.split.rule,
+            "cache_key": plan.key,
             "tokenizer_vocab_size": tok.get_vocab_size(),
             "eot_id": eot,
             "dtype": dtype.name,
@@ -384,7 +399,7 @@ def _prepare_in_memory(cfg: Mapping[str, Any], source: str, docs: list[Document]
             "val_tokens": int(val.size),
             "train_bytes": sum(len(d.text.encode()) for d in train_docs),
             "val_bytes": sum(len(d.text.encode()) for d in val_docs),
-            "unigram_val_ppl": _unigram_ppl(train, val, vocab_size),
+            "unigram_val_ppl": unigram_val_ppl(np.bincount(train, minlength=vocab_size), val),
             "seconds": round(time.time() - t0, 2),
         }
         (tmp / layout.META).write_text(json.dumps(meta, indent=2))

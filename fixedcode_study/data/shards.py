@@ -12,8 +12,11 @@ overrides). The output directory holds:
   plan.json                  settings + the pieces of input (corpus.plan_pieces), fixed at the start
   tokenizer.json             the tokenizer every shard was made with (trained BPE or a HF one)
   shards/NNNNN.train.bin     tokens of piece N's training documents, each followed by end-of-text
-  shards/NNNNN.val.bin       the same for its held-out documents (chosen by a hash of the
-                             document name, so the split does not depend on pieces or workers)
+  shards/NNNNN.val.bin       the same for its held-out documents, chosen by data.split (split.py):
+                             `name_hash` decides each document by its name alone; `shuffle` reads
+                             the corpus once first to choose them; either way the split is the
+                             one an in-memory preparation of the corpus holds out, and never
+                             depends on pieces or workers
   shards/NNNNN.counts.npy    token counts of the train shard (for the unigram baseline)
   shards/NNNNN.json          done marker, written last; a piece is finished iff its marker exists,
                              names the current tokenizer hash and the shard sizes match
@@ -27,8 +30,7 @@ shards under their final names; rerunning skips them and redoes the rest.
 
 from __future__ import annotations
 
-import hashlib
-import itertools
+import functools
 import json
 import math
 import multiprocessing as mp
@@ -38,7 +40,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -52,11 +54,15 @@ from .layout import (
     TOKEN_BYTES,
     TOKENIZER,
     VAL_TOKENS,
+    cache_folder,
+    cache_key,
     shard_files,
 )
+from .split import NAME_HASH, SHARDED_KEY_RULE, HeldOut, Split, key_settings, unigram_val_ppl
 from .tokenizer import (
     EOT,
     LoadedTokenizer,
+    encode_documents,
     is_pretrained,
     load_pretrained,
     storage_dtype,
@@ -76,23 +82,16 @@ def _opt(cfg: Mapping[str, Any], key: str) -> Any:
     return DEFAULTS[key] if value is None else value
 
 
-def is_validation(name: str, seed: int, fraction: float) -> bool:
-    """Held-out iff a seeded hash of the document name falls below `fraction` of the hash range."""
-    h = hashlib.blake2b(f"{seed}\0{name}".encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(h, "big") < fraction * 2.0**64
-
-
 def settings_for(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Everything that decides the shards' contents (sampling weights do not: they apply at training)."""
     streams = streams_from_config(cfg)
     tokenizer = str(_opt(cfg, "tokenizer"))
-    val_fraction = float(_opt(cfg, "val_fraction"))
-    if not 0.0 < val_fraction < 1.0:
-        raise ConfigError("data.val_fraction", f"{val_fraction} is not between 0 and 1", "use e.g. 0.01")
+    split = _split(cfg)
     settings = {
         "prep_version": PRETOK_VERSION, "source": cfg["source"],
-        "streams": [{"name": s.name, "kind": s.kind, "options": s.options} for s in streams],
-        "tokenizer": tokenizer, "val_fraction": val_fraction, "split_seed": int(_opt(cfg, "split_seed")),
+        "streams": [_stream_settings(s, split.rule) for s in streams],
+        "tokenizer": tokenizer, "val_fraction": split.fraction, "split_seed": split.seed,
+        **key_settings(split.rule, SHARDED_KEY_RULE),
         "shard_mb": float(_opt(cfg, "shard_mb")), "max_val_tokens": cfg.get("max_val_tokens"),
     }
     if is_pretrained(tokenizer):
@@ -102,13 +101,40 @@ def settings_for(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def _split(cfg: Mapping[str, Any]) -> Split:
+    return Split.from_config(cfg, DEFAULTS["val_fraction"], DEFAULTS["split_seed"])
+
+
+def _stream_settings(stream: Stream, rule: str) -> dict[str, Any]:
+    entry = {"name": stream.name, "kind": stream.kind, "options": stream.options}
+    relative = [p for p in stream.options.get("paths") or [] if not os.path.isabs(os.path.expanduser(str(p)))]
+    if rule == NAME_HASH and stream.kind == "files" and relative:
+        # name_hash hashes document names. Files matched by a relative glob were named by their
+        # absolute path before both paths named documents as the glob matched them
+        # (corpus.plan_pieces): other names, another split, so another key.
+        entry["document_names"] = "as_matched"
+    return entry
+
+
 def settings_key(settings: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return cache_key(settings)
 
 
 def default_out_dir(cfg: Mapping[str, Any]) -> Path:
-    root = Path(os.path.expanduser(str(cfg.get("cache_dir") or "~/.cache/fixedcode_study")))
-    return root / f"{cfg.get('name') or cfg['source']}-pretok-{settings_key(settings_for(cfg))}"
+    return cache_folder(cfg.get("cache_dir"), cfg.get("name") or cfg["source"], settings_key(settings_for(cfg)), sharded=True)
+
+
+def held_out(split: Split, streams: list[Stream], pieces: list[dict[str, Any]], say=lambda *a, **k: None) -> HeldOut:
+    """Which documents the split holds out. `shuffle` needs every document's size first: the
+    pieces are read once here, each stream split on its own (in a mixture, each source keeps its share)."""
+    if split.per_document:
+        return split.membership()
+    say(f"[pretokenize] split {split.rule}: reading {len(pieces)} pieces once to choose the held-out documents")
+    names: set[str] = set()
+    for stream in streams:
+        names |= split.held_out((doc.name, len(doc.text)) for piece in pieces if piece["stream"] == stream.name
+                                for doc in piece_documents(piece))
+    return split.membership(names)
 
 
 def _fingerprint(pieces: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -121,7 +147,8 @@ def _fingerprint(pieces: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # -- tokenizer ----------------------------------------------------------------------------------
-def _bpe_sample(streams: list[Stream], pieces: list[dict[str, Any]], settings: Mapping[str, Any]) -> Iterable[str]:
+def _bpe_sample(streams: list[Stream], pieces: list[dict[str, Any]], settings: Mapping[str, Any],
+                held: HeldOut) -> Iterable[str]:
     """Training documents for the BPE: the first ones of each stream, up to its weight's share of the budget."""
     budget = settings["tokenizer_train_mb"] * 1e6
     total_weight = sum(s.weight for s in streams)
@@ -131,15 +158,15 @@ def _bpe_sample(streams: list[Stream], pieces: list[dict[str, Any]], settings: M
             for doc in piece_documents(piece):
                 if left <= 0:
                     break
-                if not is_validation(doc.name, settings["split_seed"], settings["val_fraction"]):
+                if doc.name not in held:
                     left -= len(doc.text)
                     yield doc.text
             if left <= 0:
                 break
 
 
-def _ensure_tokenizer(out: Path, cfg: Mapping[str, Any], streams: list[Stream], pieces: list[dict[str, Any]],
-                      settings: Mapping[str, Any], say) -> LoadedTokenizer:
+def _ensure_tokenizer(out: Path, streams: list[Stream], pieces: list[dict[str, Any]],
+                      settings: Mapping[str, Any], held: Callable[[], HeldOut], say) -> LoadedTokenizer:
     from tokenizers import Tokenizer
 
     path = out / TOKENIZER
@@ -149,7 +176,7 @@ def _ensure_tokenizer(out: Path, cfg: Mapping[str, Any], streams: list[Stream], 
             atomic.write_text(path, loaded.tokenizer.to_str())
     elif not path.exists():  # trained once per output directory; a restart reuses it
         t0 = time.time()
-        tok = train_bpe(_bpe_sample(streams, pieces, settings), settings["vocab_size"])
+        tok = train_bpe(_bpe_sample(streams, pieces, settings, held()), settings["vocab_size"])
         atomic.write_text(path, tok.to_str())
         say(f"[pretokenize] trained BPE, {tok.get_vocab_size()} tokens ({time.time() - t0:.1f}s)")
     tok = Tokenizer.from_file(str(path))  # the saved file is the source of truth for the hash
@@ -162,14 +189,6 @@ def _init_worker() -> None:
     # Parallelism comes from worker processes; tokenizers' own thread pool would oversubscribe the cores.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     os.environ["RAYON_NUM_THREADS"] = "1"
-
-
-def _encode(tok, texts: list[str], eot: int, dtype: np.dtype) -> np.ndarray:
-    """Token IDs of the texts, each followed by end-of-text, as one flat array."""
-    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
-    encodings = encode(texts, add_special_tokens=False)
-    count = sum(len(e.ids) + 1 for e in encodings)
-    return np.fromiter(itertools.chain.from_iterable((*e.ids, eot) for e in encodings), dtype=dtype, count=count)
 
 
 def _tokenize_piece(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,7 +217,7 @@ def _tokenize_piece_unsafe(job: Mapping[str, Any]) -> dict[str, Any]:
         def flush() -> None:
             for split, texts in batch.items():
                 if texts:
-                    ids = _encode(tok, texts, eot, dtype)
+                    ids = encode_documents(tok, texts, eot, dtype)
                     ids.tofile(files[split])
                     if split == "train":
                         counts[:] += np.bincount(ids, minlength=counts.size)[: counts.size]
@@ -208,7 +227,7 @@ def _tokenize_piece_unsafe(job: Mapping[str, Any]) -> dict[str, Any]:
                     texts.clear()
 
         for doc in piece_documents(job["piece"]):
-            batch["val" if is_validation(doc.name, job["split_seed"], job["val_fraction"]) else "train"].append(doc.text)
+            batch["val" if doc.name in job["held_out"] else "train"].append(doc.text)
             batch_bytes += len(doc.text)
             if batch_bytes >= _ENCODE_BATCH_BYTES:
                 flush()
@@ -249,15 +268,6 @@ def _raise_worker_error(field: str, message: str) -> None:
 
 
 # -- the whole run ------------------------------------------------------------------------------
-def _unigram_ppl(counts: np.ndarray, val: np.ndarray) -> float | None:
-    """Add-one unigram model fit on the train shards, scored on every validation token."""
-    if val.size == 0:
-        return None
-    logp = np.log((counts + 1.0) / (counts.sum() + counts.size))
-    total = sum(float(logp[val[i : i + (1 << 24)]].sum()) for i in range(0, val.size, 1 << 24))
-    return float(math.exp(-total / val.size))
-
-
 def val_quotas(available: Mapping[str, int], weights: Mapping[str, float], cap: int | None = None,
                say=lambda *a, **k: None) -> dict[str, int]:
     """Held-out tokens to take from each stream: proportional to the stream weights, as many as fit.
@@ -332,7 +342,7 @@ def restratify(out: str | os.PathLike) -> dict[str, Any]:
     for name, totals in manifest["streams"].items():
         totals.update(val_tokens_held_out=split["available"][name], val_tokens=split["quotas"][name])
     manifest.update(val_segments=split["segments"], val_weights=weights, val_tokens=int(val.size),
-                    val_bytes=int(np.load(out / TOKEN_BYTES)[val].sum(dtype=np.int64)), unigram_val_ppl=_unigram_ppl(counts, val))
+                    val_bytes=int(np.load(out / TOKEN_BYTES)[val].sum(dtype=np.int64)), unigram_val_ppl=unigram_val_ppl(counts, val))
     atomic.write_text(out / MANIFEST, json.dumps(manifest, indent=1))
     return manifest
 
@@ -364,7 +374,7 @@ def _finalize(out: Path, cfg: Mapping[str, Any], settings: Mapping[str, Any], ke
     manifest = {
         "format": "fixedcode-study pretokenized shards", "prep_version": PRETOK_VERSION,
         "name": cfg.get("name") or cfg["source"], "source": "pretokenized", "prepared_from": cfg["source"],
-        "cache_key": key, "settings": settings,
+        "cache_key": key, "settings": settings, "split": _split(cfg).rule,
         "tokenizer": {"spec": tok.spec, "sha256": tok.sha256, "vocab_size": vocab, "eot_id": tok.eot_id, "file": TOKENIZER},
         "vocab_size": int(cfg.get("vocab_size") or vocab), "tokenizer_vocab_size": vocab, "eot_id": tok.eot_id,
         "dtype": dtype.name, "stream_weights": weights, "streams": stream_totals,
@@ -375,7 +385,7 @@ def _finalize(out: Path, cfg: Mapping[str, Any], settings: Mapping[str, Any], ke
         "documents": {"train": total("train", "documents"), "val": total("val", "documents")},
         "train_tokens": total("train", "tokens"), "val_tokens": int(val.size),
         "train_bytes": total("train", "bytes"), "val_bytes": int(tbytes[val].sum(dtype=np.int64)),
-        "unigram_val_ppl": _unigram_ppl(counts, val), "last_run": run,
+        "unigram_val_ppl": unigram_val_ppl(counts, val), "last_run": run,
     }
     atomic.write_text(out / MANIFEST, json.dumps(manifest, indent=1))
     return manifest
@@ -402,15 +412,23 @@ def pretokenize(cfg: Mapping[str, Any], out_dir: str | os.PathLike | None = None
     if (out / PLAN).exists():
         old = json.loads((out / PLAN).read_text())
         if old["cache_key"] != key:
-            raise ConfigError("--out", f"{out} holds a pre-tokenization with other settings (key {old['cache_key']})",
-                              "choose another output directory or delete it")
+            was = {"split": SHARDED_KEY_RULE, **old.get("settings", {})}  # a plan from before data.split: name_hash
+            now = {"split": SHARDED_KEY_RULE, **settings}
+            differ = [k for k in sorted(was.keys() | now.keys()) if was.get(k) != now.get(k)]
+            detail = ", ".join(f"{k}: {was[k]} -> {now[k]}" if k in ("split", "vocab_size", "val_fraction") and k in was and k in now
+                               else k for k in differ)
+            raise ConfigError("--out", f"{out} holds a pre-tokenization with other settings (key {old['cache_key']}; "
+                              f"differs in {detail or 'the key format'})",
+                              "choose another output directory or delete it, or pass the settings it was made with")
         if json.loads(json.dumps(pieces)) != old["pieces"]:
             raise ConfigError("data.paths", f"the input files changed since {out} was started",
                               "restore them, or delete the output directory to start over")
     else:
         atomic.write_text(out / PLAN, json.dumps(plan, indent=1))
 
-    tok = _ensure_tokenizer(out, cfg, streams, pieces, settings, say)
+    # read only when needed (the shuffle rule reads the corpus): to train the BPE or tokenize a piece
+    held = functools.cache(lambda: held_out(_split(cfg), streams, pieces, say))
+    tok = _ensure_tokenizer(out, streams, pieces, settings, held, say)
     dtype = storage_dtype(tok.vocab_size)
     if not is_pretrained(settings["tokenizer"]) and tok.vocab_size > settings["vocab_size"]:
         raise ConfigError("data.vocab_size", f"tokenizer has {tok.vocab_size} tokens", "use a larger vocab_size")
@@ -420,7 +438,7 @@ def pretokenize(cfg: Mapping[str, Any], out_dir: str | os.PathLike | None = None
         (out / MANIFEST).unlink()  # the directory is incomplete again until this run finishes
     jobs = [{"index": i, "piece": pieces[i], "out": str(out), "tokenizer": str(out / TOKENIZER), "eot_id": tok.eot_id,
              "dtype": dtype.name, "tokenizer_sha256": tok.sha256, "count_size": tok.vocab_size,
-             "split_seed": settings["split_seed"], "val_fraction": settings["val_fraction"]} for i in todo]
+             "held_out": held()} for i in todo]
     say(f"[pretokenize] {out}: {len(pieces)} shards, {len(pieces) - len(todo)} already done, {len(todo)} to do"
         f" with {workers if workers else 'in-process'} worker(s)")
 

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..build import ModelSpec, resolve_model
 from ..config import resolve_input_references, resolve_output_references
+from ..data.split import identity as data_identity
 from ..inputs import build_input
 from ..heads import is_default_output
 from ..record.fingerprint import fingerprint
@@ -113,7 +114,8 @@ class JobSpec:
         eval_cfg = config["eval"]
         evaluation = eval_settings(eval_cfg) if wants_eval(eval_cfg) else None
         ckpt, trainer = config["checkpoint"], config["trainer"]
-        hashed = {**config, "input": dict(model.input), "output": dict(model.output)}
+        # data.split enters only where it is not the rule the source's jobs had before the setting existed.
+        hashed = {**config, "data": data_identity(config["data"]), "input": dict(model.input), "output": dict(model.output)}
         if is_default_output(model.output):
             # The untied head is what every job computed before output= existed: hashing its name
             # would move the fingerprint of every earlier job and stop reuse finding them.

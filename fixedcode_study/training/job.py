@@ -402,7 +402,7 @@ def _train(spec: JobSpec, job: JobDir, overrides: list[str], plan: BatchPlan, cu
                               "re-run with force=true to retrain on today's data")
         rec.write(data={"name": spec.data["name"], **{k: prepared.meta[k] for k in (
             "vocab_size", "tokenizer_vocab_size", "train_tokens", "val_tokens", "val_bytes",
-            "unigram_val_ppl", "cache_key")}})
+            "unigram_val_ppl", "split", "cache_key")}})
         # the final validation's loss per bucket (breakdown.py): tables from the uncompiled input
         counts, counted = prepared.train_token_counts()
         breakdown = build_breakdown(counts, counted, counts.size, plan.seq_len, model.input)
