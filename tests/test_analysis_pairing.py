@@ -78,7 +78,8 @@ def crn_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("crn")
     sweep = fx.build_crn_sweep(root)
     out = root / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    # no sweeps/crn.yaml: the command declares the primary family
+    assert cli_main([str(sweep), "--out", str(out), "--primary", "binary16:learned,gf2:learned,gf2:binary16"]) == 0
     return sweep, out
 
 
@@ -109,7 +110,8 @@ def test_crn_study_uses_paired_tests_that_match_scipy(crn_report):
     assert report.index("## Comparisons") < report.index("## Findings") < report.index("## Parameter accounting")
     assert "- **binary16 − learned**, val bpb ↓: binary16 is *worse* than learned" in findings
     assert "- **gf2 − binary16**, val bpb ↓: gf2 and binary16 are *equivalent* within ±0.01" in findings
-    assert "3 rows: 2 worse, 1 equivalent." in findings and "Seeds that would settle" not in findings
+    assert "3 primary rows: 2 worse, 1 equivalent." in findings and "Seeds that would settle" not in findings
+    assert "Primary family (declared in --primary)" in findings
 
 
 def test_same_numbers_without_the_crn_record_fall_back_to_welch(tmp_path):
@@ -211,7 +213,7 @@ def test_baseline_and_pairs_options(crn_report, tmp_path):
     sweep, _ = crn_report
     out = tmp_path / "report"
     assert cli_main([str(sweep), "--out", str(out), "--baseline", "binary16", "--pairs", "learned:gf2",
-                     "--margin", "val_bpb=0.001"]) == 0
+                     "--primary", "learned:binary16,gf2:binary16,learned:gf2", "--margin", "val_bpb=0.001"]) == 0
     rows = md_rows(out / "tables" / "comparisons.md")
     # vs baseline binary16 (gf2 − binary16 once, not repeated by the fixed-code rule), then the requested pair
     assert [r[0] for r in rows] == ["learned − binary16", "gf2 − binary16", "learned − gf2"]
@@ -228,6 +230,8 @@ def test_baseline_and_pairs_options(crn_report, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--pairs", "gf2:nosuch"], "no included variant or input named 'nosuch'"),
     (["--baseline", "nosuch"], "--baseline 'nosuch'"),
+    (["--primary", "gf2:nosuch"], "--primary gf2:nosuch: no included variant or input named 'nosuch'"),
+    (["--primary", "gf2"], "--primary expects A:B[,C:D]"),
     (["--margin", "val_bpb"], "--margin expects METRIC=VALUE"),
 ])
 def test_bad_comparison_options_fail_with_one_line(crn_report, tmp_path, args, message):

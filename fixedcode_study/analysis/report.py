@@ -25,6 +25,7 @@ from .stats.equivalence import (
 )
 from .figures.style import FigureFile, style_context
 from .stats.grouping import COMPARED_FINAL, comparison_points, context_columns
+from .read.declared import Declared, declared
 from .read.probes import RERUN, ProbeData, load_probes
 from .tables.reference import reference_table
 from .read.samples import load_samples, samples_section
@@ -67,9 +68,14 @@ METHODS = f"""\
 - **Effect sizes.** Besides Δ and its {CONFIDENCE:.0%} CI: d_z (mean difference / sd of the differences) for
   paired comparisons, Hedges' g (difference / pooled sd, small-sample corrected) otherwise; their CIs invert the
   noncentral t distribution. With three seeds these intervals are wide, which is the honest answer.
-- **Multiplicity.** All tests of Δ = 0 in one comparisons table form one family, adjusted with Holm–Bonferroni
-  (step-down; controls the family-wise error rate at α = {ALPHA}); the TOST p-values of the same table are Holm-
-  adjusted as a second family. Verdicts use the adjusted p-values.
+- **Families.** A study declares the comparisons it was run for (sweeps/<study>.yaml `primary:`, or `--study
+  FILE.yaml`, or `--primary A:B` on the command): those rows, on the tested validation metric in every comparison
+  context, are the *primary* family. Every other row (other pairs, downstream metrics) is *exploratory*.
+- **Multiplicity.** The tests of Δ = 0 of the primary family are adjusted with Holm–Bonferroni (step-down, statsmodels'
+  `multipletests`; controls the family-wise error rate at α = {ALPHA}), their TOST p-values as a second family.
+  The exploratory rows are Holm-adjusted among themselves the same way, and shown with raw and adjusted p only:
+  they get no verdict and no finding, whatever their p. A primary verdict depends on its family alone, so the same
+  comparison on the same jobs gets the same verdict whatever else the report compares.
 - **Equivalence (TOST).** For each metric a margin says how small a difference is too small to matter. Two
   one-sided t-tests (same se and degrees of freedom as the test above) check Δ > −margin and Δ < +margin; the
   TOST p-value is the larger of the two. Default margins: val bpb ±{DEFAULT_BPB_MARGIN} bits/byte; val loss
@@ -80,7 +86,7 @@ METHODS = f"""\
   no default margin. Change any with `--margin METRIC=VALUE` (e.g. `--margin val_bpb=0.005`,
   `--margin hellaswag/acc_norm=0.02`, `--margin acc_norm=0.02` for every task; for perplexities VALUE is
   relative: `0.03` or `3%`).
-- **Verdict** (α = {ALPHA}, on the Holm-adjusted p-values): *equivalent* when TOST shows |Δ| < margin (written
+- **Verdict** (primary rows; α = {ALPHA}, on the Holm-adjusted p-values): *equivalent* when TOST shows |Δ| < margin (written
   "equivalent (Δ ≠ 0)" when the difference test is also significant: a real but negligible difference);
   *better* / *worse* when the difference test is significant and equivalence is not shown, in the metric's
   direction; *inconclusive* when neither test is significant: these runs can tell neither a difference nor an
@@ -123,10 +129,16 @@ class ReportOptions:
     baseline: str = DEFAULT_BASELINE
     pairs: tuple[tuple[str, str], ...] = ()
     margins: Margins = field(default_factory=Margins)
+    primary: tuple[tuple[str, str], ...] = ()    # --primary: the declared family, replacing any study file's
+    study: Path | None = None                    # --study FILE.yaml: the study file that declares it
 
-    @property
-    def plan(self) -> Plan:
-        return Plan(self.baseline, tuple(self.pairs))
+    def declared(self, study) -> Declared:
+        """The primary family of a report on `study` (read/declared.py)."""
+        sweeps = study.included_jobs["sweep"].dropna().astype(str).tolist() if len(study.jobs) else []
+        return declared(sweeps, self.study, tuple(self.primary))
+
+    def plan(self, declaration: Declared) -> Plan:
+        return Plan(self.baseline, tuple(self.pairs), primary=declaration.pairs)
 
 
 @dataclass
@@ -150,6 +162,8 @@ class Built:
     scaling: object = None               # a compute ladder's fits (tables/scaling.py), else None
     probe_study: object = None           # the jobs the probe section reads (the study, or it plus --probe-runs)
     probe_only: dict = field(default_factory=dict)  # variant -> jobs of the arms only the probes read
+    declared: Declared = field(default_factory=Declared)  # the primary family (read/declared.py)
+    plan: Plan = field(default_factory=Plan)
 
 
 def comparison_decimals(study, finals: list[str]) -> dict[str, int]:
@@ -163,8 +177,10 @@ def build_tables(study, options: ReportOptions, probe_study=None) -> Built:
     """`probe_study` (--probe-runs): the study's jobs plus arms trained only to be probed beside them;
     it feeds the probe tables alone, so those arms never enter a comparison or its Holm family."""
     probe_study = study if probe_study is None else probe_study
+    declaration = options.declared(study)
     built = Built(compared=study, probe_study=probe_study,
-                  probe_only=probe_only_variants(study, probe_study) if probe_study is not study else {})
+                  probe_only=probe_only_variants(study, probe_study) if probe_study is not study else {},
+                  declared=declaration, plan=options.plan(declaration))
     made = built.tables
     if len(study.included_jobs):
         made["main_results"], _ = tables.main_table(study)
@@ -180,7 +196,7 @@ def build_tables(study, options: ReportOptions, probe_study=None) -> Built:
                 made["tuned_lr"] = tuned_grid_table(study, grid)
                 built.compared = tuning.selected_study(study, grid)
                 finals = tuning.tested_metric(grid.attrs["report"])
-        diffs, notes = compute(built.compared, options.plan, options.margins, finals)
+        diffs, notes = compute(built.compared, built.plan, options.margins, finals, strict_primary=bool(options.primary))
         built.notes += notes
         lead = ("Tuned arms, each at its chosen setting (see the tuning grid), compared on the held-out half. "
                 if built.tuned_grid is not None else "")
@@ -231,6 +247,17 @@ def build_figures(study, built: Built, fig_dir: Path, options: ReportOptions) ->
         made.append(breakdown_figure(breakdown_rows(built), fig_dir))
         made.append(scaling_figure(built.scaling, fig_dir))
     return [f for f in made if f is not None]
+
+
+def family_lines(declaration: Declared) -> list[str]:
+    """Where the primary family was declared, or that none was (then nothing is a finding)."""
+    if not declaration.any:
+        studies = ", ".join(f"sweeps/{n}.yaml" for n in declaration.undeclared) or "a study file"
+        return ["No primary comparison is declared for these jobs (no `primary:` in " + studies + ", no "
+                "`--study FILE.yaml`, no `--primary A:B`), so every row is exploratory and none is a finding."]
+    listed = "; ".join(f"{a} − {b}" for a, b in declaration.pairs)
+    return [f"Primary family (declared in {', '.join(declaration.sources)}): {listed}, on the tested validation "
+            "metric in every comparison context; Holm runs over these rows alone, and only they get verdicts."]
 
 
 def compared_section(study) -> list[str]:
@@ -293,7 +320,7 @@ def _sample_line(sample: dict, runs: list[str], several: bool) -> str:
 def add_breakdown_tables(built: Built, options: ReportOptions) -> None:
     """The loss breakdown tables of the compared study (tables/breakdown.py), at the val-loss margin."""
     margin = options.margins.for_metric("val_loss")
-    made, _, notes = breakdown_tables(built.compared, options.plan, margin.on_scale if margin else DEFAULT_LOSS_MARGIN)
+    made, _, notes = breakdown_tables(built.compared, built.plan, margin.on_scale if margin else DEFAULT_LOSS_MARGIN)
     built.tables.update(made)
     built.notes += notes
 
@@ -438,7 +465,7 @@ def report_markdown(study, built: Built, made: list[FigureFile], options: Report
         if name in built.tables:
             lines += _section(title, built.tables[name])
         if name == "comparisons" and built.findings:   # readings right under the table they come from
-            lines += ["## Findings", "", *built.findings, ""]
+            lines += ["## Findings", "", *family_lines(built.declared), "", *built.findings, ""]
     lines += breakdown_section(built, made)
     lines += scaling_section(built, made)
     lines += probe_section(built, made)
