@@ -24,7 +24,7 @@ from .stats.equivalence import (
     Margins,
 )
 from .figures.style import FigureFile, style_context
-from .stats.grouping import COMPARED_FINAL, comparison_points, context_columns
+from .stats.grouping import COMPARED_FINAL, comparison_points, context_columns, shown_context
 from .read.declared import Declared, declared
 from .read.probes import RERUN, ProbeData, load_probes
 from .tables.reference import reference_table
@@ -32,9 +32,10 @@ from .read.samples import load_samples, samples_section
 from .tables.render import Table, to_markdown, write_table
 from .stats.core import CONFIDENCE, summarize
 from .stats.power import POWER
-from .tables.breakdown import PREFIX as BREAKDOWN_PREFIX, TITLES as BREAKDOWN_TITLES, breakdown_tables
+from .stats.breakdown import METHOD as BUCKET_METHOD, MIN_TOKENS, compare_buckets, profiles as bucket_profiles
+from .tables.breakdown import PREFIX as BREAKDOWN_PREFIX, PROFILE_PREFIX, TITLES as BREAKDOWN_TITLES, breakdown_tables
 from .tables.breakdown import title as breakdown_title
-from .figures.breakdown import STEM as BREAKDOWN_FIGURE, breakdown_figure
+from .figures.breakdown import breakdown_heatmap, profile_figure
 from .figures.scaling import STEM as SCALING_FIGURE, scaling_figure
 from .tables import scaling as tables_scaling
 from .tables.code import code_table, constant_bit_warnings
@@ -131,6 +132,7 @@ class ReportOptions:
     margins: Margins = field(default_factory=Margins)
     primary: tuple[tuple[str, str], ...] = ()    # --primary: the declared family, replacing any study file's
     study: Path | None = None                    # --study FILE.yaml: the study file that declares it
+    min_bucket_tokens: float = MIN_TOKENS       # --min-bucket-tokens: smaller breakdown buckets are not tested
 
     def declared(self, study) -> Declared:
         """The primary family of a report on `study` (read/declared.py)."""
@@ -163,6 +165,9 @@ class Built:
     probe_study: object = None           # the jobs the probe section reads (the study, or it plus --probe-runs)
     probe_only: dict = field(default_factory=dict)  # variant -> jobs of the arms only the probes read
     declared: Declared = field(default_factory=Declared)  # the primary family (read/declared.py)
+    buckets: pd.DataFrame = field(default_factory=pd.DataFrame)   # loss breakdown comparisons (stats/breakdown.py)
+    profiles: pd.DataFrame = field(default_factory=pd.DataFrame)  # own-code profiles per arm
+    min_tokens: float = MIN_TOKENS
     plan: Plan = field(default_factory=Plan)
 
 
@@ -215,6 +220,7 @@ def build_tables(study, options: ReportOptions, probe_study=None) -> Built:
             made["output_heads"] = heads
         built.warnings = constant_bit_warnings(study)
         made["params"] = tables.params_table(study)
+        built.min_tokens = options.min_bucket_tokens
         add_breakdown_tables(built, options)
         built.scaling = tables_scaling.build(study, options.baseline)
         if built.scaling is not None:
@@ -244,7 +250,7 @@ def build_figures(study, built: Built, fig_dir: Path, options: ReportOptions) ->
             made.append(figures_tuned.tuned_lr_figure(study, built.tuned_grid, fig_dir))
         if built.probes is not None:
             made += probe_figures(built.probe_study, built.probes, fig_dir)
-        made.append(breakdown_figure(breakdown_rows(built), fig_dir))
+        made += breakdown_figures(built, fig_dir)
         made.append(scaling_figure(built.scaling, fig_dir))
     return [f for f in made if f is not None]
 
@@ -318,27 +324,42 @@ def _sample_line(sample: dict, runs: list[str], several: bool) -> str:
 
 
 def add_breakdown_tables(built: Built, options: ReportOptions) -> None:
-    """The loss breakdown tables of the compared study (tables/breakdown.py), at the val-loss margin."""
+    """The loss breakdown of the compared study (stats/breakdown.py) and its tables, at the val-loss margin."""
     margin = options.margins.for_metric("val_loss")
-    made, _, notes = breakdown_tables(built.compared, built.plan, margin.on_scale if margin else DEFAULT_LOSS_MARGIN)
-    built.tables.update(made)
+    margin = margin.on_scale if margin else DEFAULT_LOSS_MARGIN
+    built.buckets, notes = compare_buckets(built.compared, built.plan, margin, options.min_bucket_tokens)
+    built.profiles = bucket_profiles(built.compared)
+    built.tables.update(breakdown_tables(built.compared, built.buckets, built.profiles, margin,
+                                         options.min_bucket_tokens))
     built.notes += notes
 
 
-def breakdown_rows(built: Built):
-    import pandas as pd
+def breakdown_figures(built: Built, fig_dir: Path) -> list[FigureFile]:
+    study = built.compared
+    context = shown_context(study.jobs)
+    made = []
+    if not built.buckets.empty:
+        made += [breakdown_heatmap(built.buckets, n, context, fig_dir) for n in dict.fromkeys(built.buckets["breakdown"])]
+    if not built.profiles.empty:
+        styles = figures.variant_styles(study)
+        made += [profile_figure(built.profiles, n, context, styles, fig_dir)
+                 for n in dict.fromkeys(built.profiles["breakdown"])]
+    return [f for f in made if f is not None]
 
-    parts = [t.data for name, t in built.tables.items() if name.startswith(BREAKDOWN_PREFIX)]
-    return pd.concat(parts, ignore_index=True) if parts else None
+
+def options_min_tokens(built: Built) -> float:
+    return built.min_tokens
 
 
 def breakdown_section(built: Built, made: list[FigureFile]) -> list[str]:
     """Where the gap lives: the loss breakdown tables and figure; [] when no job recorded a breakdown."""
-    names = [n for n in built.tables if n.startswith(BREAKDOWN_PREFIX)]
+    names = [n for n in built.tables if n.startswith((BREAKDOWN_PREFIX, PROFILE_PREFIX))]
     if not names:
         return []
     numbers = {fig.stem: i for i, fig in enumerate(made, start=1)}
-    figure = f" Figure {numbers[BREAKDOWN_FIGURE]} plots the gaps." if BREAKDOWN_FIGURE in numbers else ""
+    shown = [f"Figure {numbers[n]}" for n in names if n in numbers]
+    figure = f" {', '.join(shown)} draw them." if shown else ""
+    tested = int(built.buckets["tested"].sum()) if not built.buckets.empty else 0
     lines = ["## Where the gap lives (loss breakdown)", "",
              "At its final validation every job adds up its loss (nats), tokens and bytes per bucket of each "
              "breakdown (results.json `val_breakdown`, with the buckets' edges): the target token's count in the "
@@ -346,10 +367,15 @@ def breakdown_section(built: Built, made: list[FigureFile]) -> list[str]:
              "its id: every arm, on the same tokens), its weight under the arm's own fixed binary code (compared "
              "only between arms that have one, with the same buckets), and the position in the window (log2 "
              "buckets). A breakdown's buckets add up to the whole validation: tokens and bytes exactly, nats to "
-             "float64 rounding. Each bucket's mean loss is compared like the headline, per comparison; Holm runs "
-             "across the buckets of one breakdown and comparison." + figure, ""]
+             "float64 rounding. Where every arm's buckets hold the same tokens, each bucket's mean loss is compared "
+             f"like the headline, per comparison, in buckets of at least {options_min_tokens(built):,g} tokens "
+             f"(smaller ones are shown, not tested); one procedure, Benjamini–Hochberg ({BUCKET_METHOD}), controls the "
+             f"false discovery rate over all {tested} tested buckets of this report. Every bucket is exploratory: none "
+             "is worded as a finding. The gaps of a comparison's buckets, weighted by their tokens, add up to its "
+             "whole gap in val loss. The weight under the arm's own code puts other tokens in a bucket for each code, "
+             "so it is a per-arm profile, with no gap, test or share." + figure, ""]
     for name in names:
-        heading = f"### {breakdown_title(name.removeprefix(BREAKDOWN_PREFIX))}"
+        heading = f"### {breakdown_title(name.removeprefix(BREAKDOWN_PREFIX).removeprefix(PROFILE_PREFIX))}"
         lines += [heading, *_section(name, built.tables[name])[1:]]
     return lines
 
@@ -490,8 +516,8 @@ OUR_TABLES = ("main_results", "eval_results", "comparisons", "tuned_lr", "matrix
 OUR_FIGURES = ("val_ppl_vs_tokens", "train_loss", "eval_metrics", "final_vs_code_width", "final_vs_scale",
                "final_vs_model_params", "gap_vs_tokens", "gap_vs_model_size", "tuned_lr", *PROBE_FIGURES)
 
-OUR_TABLES += tuple(BREAKDOWN_PREFIX + name for name in BREAKDOWN_TITLES)
-OUR_FIGURES += (BREAKDOWN_FIGURE,)
+OUR_TABLES += tuple(prefix + name for name in BREAKDOWN_TITLES for prefix in (BREAKDOWN_PREFIX, PROFILE_PREFIX))
+OUR_FIGURES += ("loss_breakdown", *OUR_TABLES[-2 * len(BREAKDOWN_TITLES):])
 OUR_TABLES += tables_scaling.NAMES
 OUR_FIGURES += (SCALING_FIGURE,)
 

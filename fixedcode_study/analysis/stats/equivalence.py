@@ -178,6 +178,3 @@ def family_verdicts(table, comparisons: list[Comparison], alpha: float = ALPHA, 
          if r.family == PRIMARY else NOT_AVAILABLE if cmp.test == NONE else EXPLORATORY)
         for cmp, r in zip(comparisons, table.itertuples(index=False), strict=True)]
     return table
-
-
-holm_verdicts = family_verdicts
