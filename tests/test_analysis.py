@@ -290,14 +290,19 @@ def test_reference_rows_are_labelled_as_published(main_report):
 def test_report_md_ties_everything_together(main_report):
     sweep, out, proc = main_report
     report = (out / "report.md").read_text()
-    assert "9 jobs in tables, 3 excluded, 4 figures" in proc.stdout
+    assert "9 jobs in tables, 3 excluded, 5 figures" in proc.stdout  # the primary comparisons' figure first
     assert "- Jobs found: 12; included: 9; excluded: 3" in report
     assert "| cpu_tiny | gf2 | 1, 2, 3 | 3 | no |" in report
     for name in ("main_results", "eval_results", "comparisons"):
         assert (out / "tables" / f"{name}.md").read_text() in report  # embedded, not just linked
-    # the Findings follow the comparisons: one line per row, each in its own verdict's words
+    # the first screen: the question, the primary rows with their verdicts, their figure; then the Findings,
+    # one line per primary row, each in its own verdict's words
+    first = report.split("## Findings\n")[0]
+    assert first.startswith("# Fixed-code input study: main\n\n**Question.** Does a fixed token-ID code")
+    assert (out / "tables" / "primary.md").read_text() in first and "](figures/primary_comparisons.png)" in first
+    assert len(first.splitlines()) < 40
     findings = report.split("## Findings\n")[1].split("\n## ")[0]
-    assert report.index("## Comparisons") < report.index("## Findings") < report.index("## Parameter accounting")
+    assert report.index("## Primary comparisons") < report.index("## Findings") < report.index("## Comparisons")
     assert "3 primary rows: 1 worse, 1 better, 1 inconclusive. The other 3 row(s)" in findings
     assert "hellaswag" not in findings  # exploratory rows are never findings
     assert "- **binary16 − learned**, val bpb ↓: binary16 is *worse* than learned; Δ = +0.050" in findings

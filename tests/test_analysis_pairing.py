@@ -21,6 +21,7 @@ from helpers import analysis as fx
 from fixedcode_study.analysis.__main__ import main as cli_main
 from fixedcode_study.analysis.figures.curves import included_curve
 from fixedcode_study.analysis.figures.gap import gap_vs_tokens_figure
+from fixedcode_study.analysis.results.curves import gap_curves
 from fixedcode_study.analysis.read.records import is_crn
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.stats.pairing import (
@@ -104,14 +105,14 @@ def test_crn_study_uses_paired_tests_that_match_scipy(crn_report):
     verdicts = md_rows(out / "tables" / "comparisons.md")
     assert [r[11] for r in verdicts] == ["worse", "worse", "equivalent"]  # gf2 − binary16: +0.002 within ±0.01
     assert [r[12] for r in verdicts] == ["", "", ""]  # seeds needed: only for inconclusive rows
-    # the Findings come right after the comparisons, one sentence per row, in its verdict's words
+    # the Findings follow the first screen's primary rows, one sentence per row, in its verdict's words
     report = (out / "report.md").read_text()
     findings = report.split("## Findings\n")[1].split("\n## ")[0]
-    assert report.index("## Comparisons") < report.index("## Findings") < report.index("## Parameter accounting")
+    assert report.index("## Primary comparisons") < report.index("## Findings") < report.index("## Comparisons")
+    assert "The study declares 3 comparison(s) in --primary" in report.split("## Findings")[0]
     assert "- **binary16 − learned**, val bpb ↓: binary16 is *worse* than learned" in findings
     assert "- **gf2 − binary16**, val bpb ↓: gf2 and binary16 are *equivalent* within ±0.01" in findings
     assert "3 primary rows: 2 worse, 1 equivalent." in findings and "Seeds that would settle" not in findings
-    assert "Primary family (declared in --primary)" in findings
 
 
 def test_same_numbers_without_the_crn_record_fall_back_to_welch(tmp_path):
@@ -201,10 +202,10 @@ def test_gap_figure_says_it_interpolates_and_where_a_line_stops(tmp_path):
                                curves=False, crn=True)
             fx.write_curve_csv(job, {t // 10: v + effect for t, v in zip(tokens, bpb, strict=True)}, tokens_per_step=10)
     study = load_run_dirs([sweep])
-    caption = gap_vs_tokens_figure(study, tmp_path / "a", "learned").caption
+    caption = gap_vs_tokens_figure(study, gap_curves(study, "learned"), tmp_path / "a", "learned").caption
     assert "interpolated linearly in log tokens" in caption and "not a measurement" in caption
     assert "the gap ends at" not in caption  # binary16's line runs to its own last validation
-    caption = gap_vs_tokens_figure(study, tmp_path / "b", "binary16").caption
+    caption = gap_vs_tokens_figure(study, gap_curves(study, "binary16"), tmp_path / "b", "binary16").caption
     assert ("learned: the gap ends at 30k tokens, before its last validation at 100k, since binary16 has no "
             "validation beyond it.") in caption
 

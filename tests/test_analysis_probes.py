@@ -359,13 +359,14 @@ def test_training_figure_needs_snapshots(probed, tmp_path):
 
 
 def test_study_without_probes_renders_exactly_as_before(tmp_path, monkeypatch):
-    import fixedcode_study.analysis.report as report_module
+    import fixedcode_study.analysis.results as results_module
+    import fixedcode_study.analysis.sections.probes as probe_section
 
     sweep = fx.build_main_sweep(tmp_path)
     write_report(load_run_dirs([sweep]), tmp_path / "with_probe_code")
     empty = ProbeData(pd.DataFrame(columns=["run", "label", "measure", "value"]), pd.DataFrame(columns=["kind"]))
-    monkeypatch.setattr(report_module, "load_probes", lambda study: empty)
-    monkeypatch.setattr(report_module, "probe_figures", lambda *a, **k: [])
+    monkeypatch.setattr(results_module, "load_probes", lambda study: empty)
+    monkeypatch.setattr(probe_section, "probe_figures", lambda *a, **k: [])
     write_report(load_run_dirs([sweep]), tmp_path / "without")
     a = (tmp_path / "with_probe_code" / "report.md").read_text()
     assert a == (tmp_path / "without" / "report.md").read_text()

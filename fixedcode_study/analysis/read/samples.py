@@ -41,19 +41,3 @@ def load_samples(study) -> tuple[list[tuple[str, object, dict]], list[str]]:
             shown.append((variant, row.seed, data))
             break  # the lowest seed with fresh samples
     return shown, notes
-
-
-def samples_section(shown: list[tuple[str, object, dict]]) -> list[str]:
-    if not shown:
-        return []
-    lines = ["## Samples", "", "Text generated from each variant's final weights (the job with the lowest seed that has "
-             "samples; seeded sampling, so the command reproduces it). Illustration only: no number here is "
-             "derived from it.", ""]
-    for variant, seed, data in shown:
-        for entry in data.get("prompts") or []:
-            s = entry.get("settings") or {}
-            lines += [f"**{variant}** (seed {seed}), prompt {json.dumps(entry.get('prompt'))}, temperature "
-                      f"{s.get('temperature')}, top-k {s.get('top_k')}, sampling seed {s.get('seed')}:", ""]
-            for text in (entry.get("samples") or [])[:SHOWN_PER_PROMPT]:
-                lines += ["```", f"{entry.get('prompt')}{text}".rstrip(), "```", ""]
-    return lines

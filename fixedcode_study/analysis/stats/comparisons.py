@@ -28,11 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import AnalysisError
+
 from .equivalence import ALPHA, EXPLORATORY, PRIMARY, Margins, family_verdicts, tost_p
 from .metrics import on_log_scale, to_scale
 from .pairing import compare_arms, n_label, test_label
 from .power import seeds_columns
 from .core import CONFIDENCE
+from .grouping import COMPARED_FINAL, comparison_points, context_columns, metric_order, model_rank
 
 DEFAULT_BASELINE = "learned"
 FIXED_PAIR = ("gf2", "binary16")  # compared directly by default: gf2 minus binary16
@@ -51,8 +54,6 @@ class Plan:
 
 def parse_pairs(texts: list[str] | None, flag: str = "--pairs") -> tuple[tuple[str, str], ...]:
     """['a:b,c:d', 'e:f'] -> (('a','b'), ('c','d'), ('e','f'))."""
-    from ..errors import AnalysisError
-
     pairs = []
     for text in texts or []:
         for item in filter(None, (s.strip() for s in text.split(","))):
@@ -191,3 +192,48 @@ def compare(points: pd.DataFrame, context: list[str], plan: Plan, metrics: list[
     family_verdicts(table, comparisons, alpha)
     # Seed pairs for 80% power at the observed Δ and sd, at α/m of the primary Holm families (power.py)
     return pd.concat([table, seeds_columns(table, alpha)], axis=1)
+
+
+def _sort(diffs: pd.DataFrame, study) -> pd.DataFrame:
+    """Context (data, then model size) as the tables; then plan order and metric order (already in rows)."""
+    rank = model_rank(study.jobs)
+    keys = [c for c in ("data",) if c in diffs] + ["_model_rank"]
+    return (diffs.assign(_model_rank=diffs["model"].map(rank))
+            .sort_values(keys, kind="stable").drop(columns="_model_rank"))
+
+
+def comparison_rows(study, plan: Plan, margins: Margins, finals: list[str] = COMPARED_FINAL,
+                    alpha: float = ALPHA, strict_primary: bool = False) -> tuple[pd.DataFrame, list[str]]:
+    """The comparison rows for a study and notes on requested names that matched nothing. A declared
+    primary comparison naming an arm that did not run is a note (a study file may list arms a partial
+    run lacks); with `strict_primary` (--primary on the command) it is an error, as --pairs is."""
+    points = comparison_points(study, finals)
+    context = context_columns(study.jobs)
+    metrics = metric_order(points, finals)
+    notes = []
+    variants = study.included_jobs
+    known = set(variants["variant"]) | set(variants["input"])
+    if plan.baseline not in known and plan.baseline != DEFAULT_BASELINE and len(variants):
+        raise AnalysisError(f"--baseline {plan.baseline!r}: no included variant or input of that name; "
+                            f"known: {', '.join(sorted(map(str, known)))}")
+    for a, b in plan.pairs:
+        missing = [n for n in (a, b) if n not in known]
+        if missing:
+            raise AnalysisError(f"--pairs {a}:{b}: no included variant or input named {', '.join(map(repr, missing))}; "
+                                f"known: {', '.join(sorted(map(str, known)))}")
+    for a, b in plan.primary or ():
+        missing = [n for n in (a, b) if resolve(n, variants) is None]
+        if missing and strict_primary:
+            raise AnalysisError(f"--primary {a}:{b}: no included variant or input named "
+                                f"{', '.join(map(repr, missing))}; known: {', '.join(sorted(map(str, known)))}")
+        if missing:
+            notes.append(f"declared primary comparison {a} − {b} not made: no included variant or input named "
+                         f"{', '.join(map(repr, missing))}")
+    unused = margins.unused(set(metrics))
+    if unused:
+        notes.append(f"--margin given for metrics that are not compared here: {', '.join(unused)} "
+                     f"(compared: {', '.join(metrics)})")
+    diffs = compare(points, context, plan, metrics, margins, alpha=alpha)
+    if not diffs.empty:
+        diffs = _sort(diffs, study)
+    return diffs, notes

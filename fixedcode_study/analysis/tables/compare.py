@@ -8,28 +8,10 @@ import numpy as np
 import pandas as pd
 
 from . import numfmt
-from ..stats.comparisons import DEFAULT_BASELINE, Plan, compare, resolve
-from ..stats.equivalence import ALPHA, INCONCLUSIVE, PRIMARY, Margins
-from ..errors import AnalysisError
-from ..stats.grouping import (
-    COMPARED_FINAL,
-    comparison_points,
-    context_columns,
-    metric_order,
-    metric_title,
-    model_rank,
-    shown_context,
-)
+from ..stats.equivalence import ALPHA, INCONCLUSIVE, PRIMARY
+from ..stats.grouping import metric_title, shown_context
 from ..stats.metrics import percent_change
 from .render import Table
-
-
-def _sort(diffs: pd.DataFrame, study) -> pd.DataFrame:
-    """Context (data, then model size) as the tables; then plan order and metric order (already in rows)."""
-    rank = model_rank(study.jobs)
-    keys = [c for c in ("data",) if c in diffs] + ["_model_rank"]
-    return (diffs.assign(_model_rank=diffs["model"].map(rank))
-            .sort_values(keys, kind="stable").drop(columns="_model_rank"))
 
 
 def delta_cells(row, decimals: int) -> tuple[str, str]:
@@ -76,43 +58,6 @@ def seeds_cell(row) -> str:
         return ""
     diff, equiv = seeds_cells(row)
     return diff if diff == equiv else f"{diff} / {equiv}"
-
-
-def compute(study, plan: Plan, margins: Margins, finals: list[str] = COMPARED_FINAL,
-            alpha: float = ALPHA, strict_primary: bool = False) -> tuple[pd.DataFrame, list[str]]:
-    """The comparison rows for a study and notes on requested names that matched nothing. A declared
-    primary comparison naming an arm that did not run is a note (a study file may list arms a partial
-    run lacks); with `strict_primary` (--primary on the command) it is an error, as --pairs is."""
-    points = comparison_points(study, finals)
-    context = context_columns(study.jobs)
-    metrics = metric_order(points, finals)
-    notes = []
-    variants = study.included_jobs
-    known = set(variants["variant"]) | set(variants["input"])
-    if plan.baseline not in known and plan.baseline != DEFAULT_BASELINE and len(variants):
-        raise AnalysisError(f"--baseline {plan.baseline!r}: no included variant or input of that name; "
-                            f"known: {', '.join(sorted(map(str, known)))}")
-    for a, b in plan.pairs:
-        missing = [n for n in (a, b) if n not in known]
-        if missing:
-            raise AnalysisError(f"--pairs {a}:{b}: no included variant or input named {', '.join(map(repr, missing))}; "
-                                f"known: {', '.join(sorted(map(str, known)))}")
-    for a, b in plan.primary or ():
-        missing = [n for n in (a, b) if resolve(n, variants) is None]
-        if missing and strict_primary:
-            raise AnalysisError(f"--primary {a}:{b}: no included variant or input named "
-                                f"{', '.join(map(repr, missing))}; known: {', '.join(sorted(map(str, known)))}")
-        if missing:
-            notes.append(f"declared primary comparison {a} − {b} not made: no included variant or input named "
-                         f"{', '.join(map(repr, missing))}")
-    unused = margins.unused(set(metrics))
-    if unused:
-        notes.append(f"--margin given for metrics that are not compared here: {', '.join(unused)} "
-                     f"(compared: {', '.join(metrics)})")
-    diffs = compare(points, context, plan, metrics, margins, alpha=alpha)
-    if not diffs.empty:
-        diffs = _sort(diffs, study)
-    return diffs, notes
 
 
 def comparison_table(study, diffs: pd.DataFrame, decimals: dict[str, int], name: str = "comparisons",
