@@ -83,7 +83,9 @@ def compare_buckets(study, plan: Plan, margin: float = DEFAULT_LOSS_MARGIN, min_
     frame = frame[~frame["breakdown"].isin(PROFILES)]
     context = context_columns(study.jobs)
     out: list[pd.DataFrame] = []
-    for ctx, group in frame.groupby(context, sort=False, dropna=False):
+    groups = dict(iter(frame.groupby(context, sort=False, dropna=False)))
+    for ctx in sorted(groups, key=_context_rank(study)):
+        group = groups[ctx]
         ctx = ctx if isinstance(ctx, tuple) else (ctx,)
         variants = group[["variant", "input", "variant_order"]]
         for a, b, kind in arm_pairs(variants, plan):
@@ -178,8 +180,17 @@ def profiles(study) -> pd.DataFrame:
                       total_tokens=("total_tokens", "first"), mean=("value", "mean"), sd=("value", "std"),
                       n=("value", "count"), runs=("run", lambda r: ";".join(sorted(r)))).reset_index()
     out["token_share"] = out["tokens"] / out["total_tokens"]
+    rank = _context_rank(study)
+    order = [rank(k) for k in out[context_columns(study.jobs)].itertuples(index=False, name=None)]
+    return (out.assign(_context=order).sort_values(["_context", "variant_order", "breakdown", "bucket"], kind="stable")
+            .drop(columns="_context").reset_index(drop=True))
+
+
+def _context_rank(study):
+    """A context key's place in the study's job order (a ladder: size, then budget)."""
     context = context_columns(study.jobs)
     order = {k: i for i, k in enumerate(dict.fromkeys(study.included_jobs[context].itertuples(index=False, name=None)))}
-    rank = [order.get(k, len(order)) for k in out[context].itertuples(index=False, name=None)]
-    return (out.assign(_context=rank).sort_values(["_context", "variant_order", "breakdown", "bucket"], kind="stable")
-            .drop(columns="_context").reset_index(drop=True))
+
+    def rank(key) -> int:
+        return order.get(key if isinstance(key, tuple) else (key,), len(order))
+    return rank
