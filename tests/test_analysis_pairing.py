@@ -109,7 +109,7 @@ def test_crn_study_uses_paired_tests_that_match_scipy(crn_report):
     report = (out / "report.md").read_text()
     findings = report.split("## Findings\n")[1].split("\n## ")[0]
     assert report.index("## Primary comparisons") < report.index("## Findings") < report.index("## Comparisons")
-    assert "The study declares 3 comparison(s) in --primary" in report.split("## Findings")[0]
+    assert "The study declares 3 comparison(s) in --primary:" in report.split("## Findings")[0]
     assert "- **binary16 − learned**, val bpb ↓: binary16 is *worse* than learned" in findings
     assert "- **gf2 − binary16**, val bpb ↓: gf2 and binary16 are *equivalent* within ±0.01" in findings
     assert "3 primary rows: 2 worse, 1 equivalent." in findings and "Seeds that would settle" not in findings

@@ -76,10 +76,11 @@ def family_line(results) -> str:
         return (f"No primary comparison is declared (`primary:` in {files_}, `--study FILE.yaml` or `--primary A:B`), so "
                 f"no row is a finding: all {others} rows of the comparisons table are exploratory.")
     made = len(results.primary)
-    return (f"The study declares {len(declaration.pairs)} comparison(s) in {', '.join(declaration.sources)}; "
-            f"{made} primary row(s) here, one per comparison context, on {metric_title(results.finals[0])}, Holm-adjusted "
-            f"over those rows alone (α = {ALPHA}). The other {others} row(s) of the comparisons table are exploratory: "
-            "adjusted p, no verdict.")
+    return (f"The study declares {len(declaration.pairs)} comparison(s) in {', '.join(declaration.sources)}: "
+            f"{made} primary row(s) here (each declared comparison in each comparison context), on "
+            f"{metric_title(results.finals[0])}, Holm-adjusted over those rows alone (α = {ALPHA})."
+            + (f" The other {others} row(s) of the comparisons table are exploratory: adjusted p, no verdict."
+               if others else ""))
 
 
 def build(results, figures_dir: Path) -> Part:

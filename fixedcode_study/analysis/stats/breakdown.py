@@ -35,7 +35,7 @@ import pandas as pd
 
 from .comparisons import Plan, arm_pairs
 from .core import CONFIDENCE, NONE, adjust
-from .equivalence import ALPHA, DEFAULT_LOSS_MARGIN, tost_p
+from .equivalence import DEFAULT_LOSS_MARGIN, tost_p
 from .grouping import context_columns
 from .pairing import compare_arms, n_label, test_label
 
