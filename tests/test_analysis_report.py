@@ -36,7 +36,8 @@ from fixedcode_study.analysis.errors import AnalysisError
 from fixedcode_study.analysis.read import declared as decl
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.report import write_report
-from fixedcode_study.analysis.results import ReportOptions
+from fixedcode_study.analysis.results import ReportOptions, compute
+from fixedcode_study.analysis.sections import findings as findings_section
 from fixedcode_study.analysis.stats.comparisons import resolve
 
 MAIN_FAMILY = "binary16:learned,gf2:learned,gf2:binary16"
@@ -95,15 +96,13 @@ def test_without_a_declaration_every_row_is_exploratory_and_nothing_is_a_finding
 def test_a_row_primary_in_another_study_says_so(tmp_path):
     """The controls study declares its one-factor contrasts; binary16 − learned is main's hypothesis:
     exploratory here, with the reason in the report."""
-    sweep = fx.build_controls_sweep(tmp_path)
-    out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
-    rows = pd.read_csv(out / "tables" / "comparisons.csv").fillna({"primary_in": ""}).set_index("comparison")
+    results = compute(load_run_dirs([fx.build_controls_sweep(tmp_path)]))   # the estimates and one section:
+    rows = results.comparisons.set_index("comparison")                         # no figure is drawn
     declared = [f"{a} − {b}" for a, b in decl.study_file("controls").pairs]
     assert set(rows.index[rows["family"] == "primary"]) == set(declared)   # all 9 resolve on these arms
     assert rows.loc["binary16 − learned", "family"] == "exploratory"
     assert "main" in rows.loc["binary16 − learned", "primary_in"].split(";")
-    findings = (out / "report.md").read_text().split("## Findings\n")[1].split("\n## ")[0]
+    findings = "\n".join(findings_section.build(results, tmp_path).lines)
     line = next(ln for ln in findings.splitlines() if ln.startswith("- binary16 − learned"))
     assert "also declared primary by" in line and "main" in line and "Exploratory here" in line
 
@@ -266,19 +265,14 @@ def test_results_json_is_read_once_per_job_and_each_estimate_computed_once(break
 
 
 def _reports(root: Path) -> dict[str, Path]:
-    """One report of every fixture shape: main (Welch), CRN, controls (10 arms), tuning, two sizes,
-    matrix x seed, output heads, the loss breakdown."""
+    """One report of each fixture shape: main (Welch, downstream, --reference), controls (10 arms with
+    curves), tuning, two sizes (a table per context), output heads, the loss breakdown."""
     from test_analysis_heads import build_heads_sweep
 
     sweeps = {"main": (fx.build_main_sweep(root / "main"), ["--reference"]),
-              "crn": (fx.build_crn_sweep(root / "crn"), ["--primary", MAIN_FAMILY]),
               "controls": (fx.build_controls_sweep(root / "controls"), []),
               "tuned": (fx.build_tuned_sweep(root / "tuned"), []),
               "sizes": (fx.build_model_flops_sweep(root / "sizes"), []),
-              "matrices": (fx.build_matrix_sweep(root / "matrices", {m: 0.01 * i for i, m in enumerate(fx.MATRIX_SEEDS)},
-                                                 {1: 0.0, 2: 0.01, 3: -0.01},
-                                                 {(m, s): 0.001 * ((i + s) % 3) for i, m in enumerate(fx.MATRIX_SEEDS)
-                                                  for s in (1, 2, 3)}), []),
               "heads": (build_heads_sweep(root / "heads"), []),
               "breakdown": (fx.build_breakdown_sweep(root / "breakdown"), [])}
     out = {}
