@@ -214,26 +214,30 @@ def test_comparisons_match_hand_welch_scipy_and_holm(main_report):
         assert math.isclose(row.p_value, res.pvalue, rel_tol=1e-9)
         assert row.n_a == 3 and row.n_b == 3 and row.n == "3/3"
         assert f"input={row.variant_b},seed=1" in row.runs_b and f"input={row.variant_a},seed=3" in row.runs_a
-    # Holm over the whole table, checked against statsmodels
-    assert np.allclose(diffs["p_holm"], multipletests(diffs["p_value"], method="holm")[1], rtol=1e-12)
-    assert np.allclose(diffs["tost_p_holm"], multipletests(diffs["tost_p"], method="holm")[1], rtol=1e-12)
+    # sweeps/main.yaml declares the val bpb rows primary; Holm runs within each family (statsmodels)
+    assert diffs["family"].tolist() == ["primary", "exploratory"] * 3
+    assert (diffs.loc[diffs["family"] == "primary", "metric"] == "val_bpb").all()
+    for _, family in diffs.groupby("family"):
+        assert np.allclose(family["p_holm"], multipletests(family["p_value"], method="holm")[1], rtol=1e-12)
+        assert np.allclose(family["tost_p_holm"], multipletests(family["tost_p"], method="holm")[1], rtol=1e-12)
 
 
 def test_comparison_table_rows_and_verdicts(main_report):
     rows = md_rows(main_report[1] / "tables" / "comparisons.md")
-    # binary16 bpb: +0.05, Holm p 0.022 -> worse; gf2 acc_norm +0.04, Holm p 0.032 -> better (higher acc);
-    # gf2 bpb: CI straddles 0 and n=3 cannot show |Δ| < 0.01 -> inconclusive (no longer "within seed variation")
+    # Primary (sweeps/main.yaml: val bpb), Holm over 3: binary16 +0.05, Holm p 0.011 -> worse; gf2 − binary16
+    # -0.047, Holm p 0.032 -> better; gf2 − learned: CI straddles 0, n=3 cannot show |Δ| < 0.01 -> inconclusive.
+    # Downstream rows are exploratory: Holm among themselves, no verdict however small their p.
     assert [[r[0], r[1], r[2], r[3], r[4], r[5], r[8], r[9], r[11]] for r in rows] == [
-        ["binary16 − learned", "val bpb ↓", "welch (no CRN)", "3/3", "+0.050", "[0.027, 0.073]", "0.022", "±0.01", "worse"],
-        ["binary16 − learned", "hellaswag/acc_norm ↑", "welch (no CRN)", "3/3", "-0.0150", "[-0.0358, 0.0058]", "0.209",
-         "±0.01", "inconclusive"],
+        ["binary16 − learned", "val bpb ↓", "welch (no CRN)", "3/3", "+0.050", "[0.027, 0.073]", "0.011", "±0.01", "worse"],
+        ["binary16 − learned", "hellaswag/acc_norm ↑", "welch (no CRN)", "3/3", "-0.0150", "[-0.0358, 0.0058]", "0.104",
+         "±0.01", "exploratory"],
         ["gf2 − learned", "val bpb ↓", "welch (no CRN)", "3/3", "+0.003", "[-0.028, 0.035]", "0.770", "±0.01",
          "inconclusive"],
-        ["gf2 − learned", "hellaswag/acc_norm ↑", "welch (no CRN)", "3/3", "+0.0400", "[0.0173, 0.0627]", "0.032",
-         "±0.01", "better"],
-        ["gf2 − binary16", "val bpb ↓", "welch (no CRN)", "3/3", "-0.047", "[-0.078, -0.015]", "0.048", "±0.01", "better"],
-        ["gf2 − binary16", "hellaswag/acc_norm ↑", "welch (no CRN)", "3/3", "+0.0550", "[0.0342, 0.0758]", "0.022",
-         "±0.01", "better"],
+        ["gf2 − learned", "hellaswag/acc_norm ↑", "welch (no CRN)", "3/3", "+0.0400", "[0.0173, 0.0627]", "0.016",
+         "±0.01", "exploratory"],
+        ["gf2 − binary16", "val bpb ↓", "welch (no CRN)", "3/3", "-0.047", "[-0.078, -0.015]", "0.032", "±0.01", "better"],
+        ["gf2 − binary16", "hellaswag/acc_norm ↑", "welch (no CRN)", "3/3", "+0.0550", "[0.0342, 0.0758]", "0.011",
+         "±0.01", "exploratory"],
     ]
     assert all(r[6].startswith("g = ") for r in rows)  # Hedges' g for unpaired comparisons
     assert "within seed variation" not in (main_report[1] / "report.md").read_text()
@@ -286,15 +290,21 @@ def test_reference_rows_are_labelled_as_published(main_report):
 def test_report_md_ties_everything_together(main_report):
     sweep, out, proc = main_report
     report = (out / "report.md").read_text()
-    assert "9 jobs in tables, 3 excluded, 4 figures" in proc.stdout
+    assert "9 jobs in tables, 3 excluded, 5 figures" in proc.stdout  # the primary comparisons' figure first
     assert "- Jobs found: 12; included: 9; excluded: 3" in report
     assert "| cpu_tiny | gf2 | 1, 2, 3 | 3 | no |" in report
     for name in ("main_results", "eval_results", "comparisons"):
         assert (out / "tables" / f"{name}.md").read_text() in report  # embedded, not just linked
-    # the Findings follow the comparisons: one line per row, each in its own verdict's words
+    # the first screen: the question, the primary rows with their verdicts, their figure; then the Findings,
+    # one line per primary row, each in its own verdict's words
+    first = report.split("## Findings\n")[0]
+    assert first.startswith("# Fixed-code input study: main\n\n**Question.** Does a fixed token-ID code")
+    assert (out / "tables" / "primary.md").read_text() in first and "](figures/primary_comparisons.png)" in first
+    assert len(first.splitlines()) < 40
     findings = report.split("## Findings\n")[1].split("\n## ")[0]
-    assert report.index("## Comparisons") < report.index("## Findings") < report.index("## Parameter accounting")
-    assert "6 rows: 1 worse, 3 better, 2 inconclusive." in findings
+    assert report.index("## Primary comparisons") < report.index("## Findings") < report.index("## Comparisons")
+    assert "3 primary rows: 1 worse, 1 better, 1 inconclusive. The other 3 row(s)" in findings
+    assert "hellaswag" not in findings  # exploratory rows are never findings
     assert "- **binary16 − learned**, val bpb ↓: binary16 is *worse* than learned; Δ = +0.050" in findings
     assert ("- **gf2 − learned**, val bpb ↓: *inconclusive*: neither a difference (Holm p = 0.770) nor equivalence "
             "within ±0.01") in findings

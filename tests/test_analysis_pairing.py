@@ -21,6 +21,7 @@ from helpers import analysis as fx
 from fixedcode_study.analysis.__main__ import main as cli_main
 from fixedcode_study.analysis.figures.curves import included_curve
 from fixedcode_study.analysis.figures.gap import gap_vs_tokens_figure
+from fixedcode_study.analysis.results.curves import gap_curves
 from fixedcode_study.analysis.read.records import is_crn
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.stats.pairing import (
@@ -78,7 +79,8 @@ def crn_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("crn")
     sweep = fx.build_crn_sweep(root)
     out = root / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    # no sweeps/crn.yaml: the command declares the primary family
+    assert cli_main([str(sweep), "--out", str(out), "--primary", "binary16:learned,gf2:learned,gf2:binary16"]) == 0
     return sweep, out
 
 
@@ -103,13 +105,14 @@ def test_crn_study_uses_paired_tests_that_match_scipy(crn_report):
     verdicts = md_rows(out / "tables" / "comparisons.md")
     assert [r[11] for r in verdicts] == ["worse", "worse", "equivalent"]  # gf2 − binary16: +0.002 within ±0.01
     assert [r[12] for r in verdicts] == ["", "", ""]  # seeds needed: only for inconclusive rows
-    # the Findings come right after the comparisons, one sentence per row, in its verdict's words
+    # the Findings follow the first screen's primary rows, one sentence per row, in its verdict's words
     report = (out / "report.md").read_text()
     findings = report.split("## Findings\n")[1].split("\n## ")[0]
-    assert report.index("## Comparisons") < report.index("## Findings") < report.index("## Parameter accounting")
+    assert report.index("## Primary comparisons") < report.index("## Findings") < report.index("## Comparisons")
+    assert "The study declares 3 comparison(s) in --primary:" in report.split("## Findings")[0]
     assert "- **binary16 − learned**, val bpb ↓: binary16 is *worse* than learned" in findings
     assert "- **gf2 − binary16**, val bpb ↓: gf2 and binary16 are *equivalent* within ±0.01" in findings
-    assert "3 rows: 2 worse, 1 equivalent." in findings and "Seeds that would settle" not in findings
+    assert "3 primary rows: 2 worse, 1 equivalent." in findings and "Seeds that would settle" not in findings
 
 
 def test_same_numbers_without_the_crn_record_fall_back_to_welch(tmp_path):
@@ -199,10 +202,10 @@ def test_gap_figure_says_it_interpolates_and_where_a_line_stops(tmp_path):
                                curves=False, crn=True)
             fx.write_curve_csv(job, {t // 10: v + effect for t, v in zip(tokens, bpb, strict=True)}, tokens_per_step=10)
     study = load_run_dirs([sweep])
-    caption = gap_vs_tokens_figure(study, tmp_path / "a", "learned").caption
+    caption = gap_vs_tokens_figure(study, gap_curves(study, "learned"), tmp_path / "a", "learned").caption
     assert "interpolated linearly in log tokens" in caption and "not a measurement" in caption
     assert "the gap ends at" not in caption  # binary16's line runs to its own last validation
-    caption = gap_vs_tokens_figure(study, tmp_path / "b", "binary16").caption
+    caption = gap_vs_tokens_figure(study, gap_curves(study, "binary16"), tmp_path / "b", "binary16").caption
     assert ("learned: the gap ends at 30k tokens, before its last validation at 100k, since binary16 has no "
             "validation beyond it.") in caption
 
@@ -211,7 +214,7 @@ def test_baseline_and_pairs_options(crn_report, tmp_path):
     sweep, _ = crn_report
     out = tmp_path / "report"
     assert cli_main([str(sweep), "--out", str(out), "--baseline", "binary16", "--pairs", "learned:gf2",
-                     "--margin", "val_bpb=0.001"]) == 0
+                     "--primary", "learned:binary16,gf2:binary16,learned:gf2", "--margin", "val_bpb=0.001"]) == 0
     rows = md_rows(out / "tables" / "comparisons.md")
     # vs baseline binary16 (gf2 − binary16 once, not repeated by the fixed-code rule), then the requested pair
     assert [r[0] for r in rows] == ["learned − binary16", "gf2 − binary16", "learned − gf2"]
@@ -228,6 +231,8 @@ def test_baseline_and_pairs_options(crn_report, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--pairs", "gf2:nosuch"], "no included variant or input named 'nosuch'"),
     (["--baseline", "nosuch"], "--baseline 'nosuch'"),
+    (["--primary", "gf2:nosuch"], "--primary gf2:nosuch: no included variant or input named 'nosuch'"),
+    (["--primary", "gf2"], "--primary expects A:B[,C:D]"),
     (["--margin", "val_bpb"], "--margin expects METRIC=VALUE"),
 ])
 def test_bad_comparison_options_fail_with_one_line(crn_report, tmp_path, args, message):

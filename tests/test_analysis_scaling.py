@@ -26,6 +26,8 @@ from fixedcode_study.analysis.__main__ import main as cli_main
 from fixedcode_study.analysis.read.ladder import ladder_order
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.stats.scaling import orders
+from fixedcode_study.analysis.results import compute
+from fixedcode_study.analysis.results import scaling as rs
 from fixedcode_study.analysis.tables import scaling as ts
 from fixedcode_study.analysis.tables.scaling_points import (
     EARLIER_POINT,
@@ -122,9 +124,9 @@ def test_the_gap_vs_size_figure_never_joins_points_of_another_budget_or_size(lad
         return real_save(fig, *args, **kwargs)
 
     monkeypatch.setattr(gap, "save", keep_figure)
-    made = gap.gap_vs_size_figure(study, tmp_path, "learned")
+    points = compute(study).size_gaps   # the report's own comparison rows, with the sizes and FLOPs
+    made = gap.gap_vs_size_figure(study, points, tmp_path, "learned")
     params_ax, flops_ax = captured["fig"].axes[:2]
-    points = gap.size_points(study, "learned")
     for ax, held, varied in ((params_ax, "train_budget", "params.trainable"), (flops_ax, "model_size", "train_flops")):
         series = ax.containers  # one errorbar container per drawn line
         assert len(series) == 3  # binary16 at each of 3 budgets, or at each of 3 sizes
@@ -229,7 +231,7 @@ def test_predictions_at_the_paper_and_earlier_points_state_interval_and_extrapol
 
 
 def test_the_readings_never_claim_a_trend_the_slope_interval_does_not_show():
-    result = ts.Scaling("learned", pd.DataFrame(), pd.DataFrame())
+    result = rs.Scaling("learned", pd.DataFrame(), pd.DataFrame())
     from fixedcode_study.analysis.stats.scaling import GapFit
 
     for lo_slope, expected in ((-0.05, "contains 0"), (0.02, "increases"), (-0.2, "decreases")):
@@ -245,8 +247,8 @@ def test_other_studies_get_no_scaling_section(tmp_path):
     for build in (fx.build_main_sweep, fx.build_model_sweep):
         sweep = build(tmp_path / build.__name__)
         study = load_run_dirs([sweep])
-        assert not ts.applies(study, "learned")
-        assert ts.build(study, "learned") is None
+        assert not rs.applies(study, "learned")
+        assert rs.build(study, "learned") is None
         assert set(study.jobs["model"]) == set(study.jobs["model_preset"])   # contexts unchanged
 
 

@@ -27,9 +27,9 @@ from fixedcode_study.analysis.figures.curves import (
     variant_order,
     variant_styles,
 )
-from fixedcode_study.analysis.figures.gap import size_points
 from fixedcode_study.analysis.read.runs import load_run_dirs
-from fixedcode_study.analysis.report import ReportOptions, build_tables
+from fixedcode_study.analysis.results import compute
+from fixedcode_study.analysis.sections import results_tables, summary
 from fixedcode_study.analysis.tables.code import bit_ranges
 from fixedcode_study.analysis.stats.tuning import grid as tuning_grid
 
@@ -93,9 +93,9 @@ def test_tuned_arms_are_compared_best_vs_best_on_the_report_half(tuned_report):
 
 def test_tuning_without_a_held_out_split_says_so(tmp_path):
     study = load_run_dirs([fx.build_tuned_sweep(tmp_path, split=False)])
-    built = build_tables(study, ReportOptions())
-    assert built.tuned_grid.attrs["select"] == "val_loss"
-    assert any("selected and reported on the same validation loss" in n for n in built.notes)
+    results = compute(study)
+    assert results.tuned_grid.attrs["select"] == "val_loss"
+    assert any("selected and reported on the same validation loss" in n for n in results.notes)
 
 
 # ---------------------------------------------------------------- code properties
@@ -118,14 +118,15 @@ def test_code_properties_table_and_constant_bit_warning(tmp_path):
     report = (out / "report.md").read_text()
     warning = next(ln for ln in report.splitlines() if ln.startswith("> **Warning:**"))
     assert "**binary16**" in warning and "4 constant input bits (12–15) at V=4,096" in warning
-    assert report.index("> **Warning:**") < report.index("## Main results")  # seen before any number
+    assert report.index("> **Warning:**") < report.index("## Primary comparisons")  # seen before any number
     assert bit_ranges([0, 1, 2, 5, 7, 8]) == "0–2, 5, 7–8"
 
 
 def test_no_code_property_table_for_records_without_the_keys(tmp_path):
     study = load_run_dirs([fx.build_single_seed(tmp_path)])
-    built = build_tables(study, ReportOptions())
-    assert "code_properties" not in built.tables and not built.warnings
+    results = compute(study)
+    assert "code_properties" not in results_tables.made_tables(results)
+    assert "> **Warning:**" not in "\n".join(summary.build(results, tmp_path).lines)
 
 
 # ---------------------------------------------------------------- the paper's numbers as reference rows
@@ -214,7 +215,8 @@ def test_controls_arms_are_ordered_by_meaning_and_distinguishable(tmp_path):
 def test_gap_vs_model_size_uses_paired_differences_and_flops(tmp_path):
     sweep = fx.build_model_flops_sweep(tmp_path)
     study = load_run_dirs([sweep])
-    points = size_points(study, "learned")
+    points = compute(study).size_gaps  # the report's own comparison rows with the sizes and FLOPs
+    assert (points["family"] == "primary").all()  # sweeps/model_size.yaml declares them
     assert set(points["model"]) == {"cpu_tiny", "cpu_30m"}
     gf2 = points[(points["variant_a"] == "gf2")].set_index("model")
     assert (gf2["test"] == "paired").all()  # binary16's gap is the same at every seed: exact, no test

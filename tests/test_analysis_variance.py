@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import analysis as fx
 
 from fixedcode_study.analysis.read.runs import load_run_dirs
-from fixedcode_study.analysis.tables.variance import variance_rows, variance_table
-from fixedcode_study.analysis.stats.variance import complete_grid, components, decompose, intervals, mean_squares
+from fixedcode_study.analysis.tables.variance import variance_table
+from fixedcode_study.analysis.stats.variance import (complete_grid, components, decompose, intervals, mean_squares,
+                                                     variance_rows)
 
 
 def crossed(rng, n_m: int, n_s: int, sd_m: float, sd_s: float, sd_e: float) -> np.ndarray:
@@ -140,7 +141,7 @@ def test_matrix_sweep_gets_a_variance_table_built_from_the_runs(tmp_path):
     ref = components(expected)
     for key in ("var_matrix", "var_seed", "var_resid", "share_matrix"):
         assert math.isclose(row[key], float(ref[key]), rel_tol=1e-9, abs_tol=1e-15)
-    table, _ = variance_table(study)
+    table = variance_table(study, data)
     cells = table.rows[0]
     assert cells[:3] == ["gf2 (min_weight=4)", "val bpb ↓", "5 × 3"]
     assert cells[6].startswith(f"{100 * float(ref['share_matrix']):.0f}% [")

@@ -23,6 +23,7 @@ from scipy import stats as sps
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.report import write_report
 from fixedcode_study.analysis.stats.comparisons import Plan
+from fixedcode_study.analysis.stats.breakdown import compare_buckets, profiles
 from fixedcode_study.analysis.tables.breakdown import breakdown_tables
 from fixedcode_study.data.prepare import PreparedData
 from fixedcode_study.inputs import build_input
@@ -159,7 +160,8 @@ def _synthetic_study(root: Path):
 
 def test_breakdown_table_compares_buckets_pairwise_and_shares_add_up_to_one(tmp_path):
     study = _synthetic_study(tmp_path)
-    tables, rows, notes = breakdown_tables(study, Plan("learned"))
+    rows, notes = compare_buckets(study, Plan("learned"), min_tokens=0)  # every bucket big enough to test
+    tables = breakdown_tables(study, rows, profiles(study), 0.02, 0)
     assert list(tables) == ["loss_breakdown_position"]
     assert any("2 included job(s) record no loss breakdown" in n for n in notes)  # skipped, not an error
     assert set(rows["comparison"]) == {"binary16 − learned"}  # gf2 has nothing to compare
@@ -168,23 +170,27 @@ def test_breakdown_table_compares_buckets_pairwise_and_shares_add_up_to_one(tmp_
     b = np.array([[n / t for n, t in zip(NATS["learned", s][:3], TOKENS[:3])] for s in (1, 2)])
     assert np.allclose(rows["delta"], (a - b).mean(axis=0), rtol=1e-12)
     p = np.array([sps.ttest_rel(a[:, i], b[:, i]).pvalue for i in range(3)])
-    order = np.argsort(p)
-    holm = np.minimum(1.0, np.maximum.accumulate((3 - np.arange(3)) * p[order]))
-    assert np.allclose(rows["p_holm"].to_numpy()[order], holm, rtol=1e-12)
-    assert (rows["test"] == "paired").all() and (rows["n"] == "2 pairs").all()
-    # shares: gap_b x tokens_b / T over the whole gap, which is the gap in total val loss
-    assert math.isclose(rows["gap_share"].sum(), 1.0, rel_tol=1e-12)
+    order = np.argsort(p)  # Benjamini-Hochberg by hand: p_(k) m / k, made monotone from the top
+    bh = np.minimum(1.0, np.minimum.accumulate((p[order] * 3 / np.arange(1, 4))[::-1])[::-1])
+    assert np.allclose(rows["q_value"].to_numpy()[order], bh, rtol=1e-12)
+    assert (rows["test"] == "paired").all() and (rows["n"] == "2 pairs").all() and rows["tested"].all()
+    # the buckets add up to the true gap: Σ Δ_b tokens_b / T is the gap in total val loss of the runs
     whole = np.mean([(sum(NATS["binary16", s]) - sum(NATS["learned", s])) / sum(TOKENS) for s in (1, 2)])
-    assert np.allclose(rows["whole_gap"], whole, rtol=1e-12)
+    assert np.allclose(rows["whole_gap"], whole, rtol=1e-12) and np.allclose(rows["total_gap"], whole, rtol=1e-12)
+    assert math.isclose(rows["gap_share"].sum(), 1.0, rel_tol=1e-12)
     table = tables["loss_breakdown_position"]
     assert len(table.rows) == 3 and table.columns[-1] == "share of gap"
+    # at the default minimum (100 tokens) these 10-60-token buckets are shown with their Δ and not tested
+    rows, _ = compare_buckets(study, Plan("learned"))
+    assert not rows["tested"].any() and rows["p_value"].isna().all() and rows["q_value"].isna().all()
+    assert np.allclose(rows["delta"], (a - b).mean(axis=0), rtol=1e-12)
 
 
 def test_report_has_the_breakdown_section_and_figure(tmp_path):
     study = _synthetic_study(tmp_path)
     out = write_report(study, tmp_path / "report")
     text = out.report.read_text()
-    assert "## Where the gap lives (loss breakdown)" in text and "### by position in the context window" in text
-    assert (tmp_path / "report" / "figures" / "loss_breakdown.png").is_file()
+    assert "## Where the gap lives (loss breakdown)" in text and "position in the context window" in text
+    assert (tmp_path / "report" / "figures" / "loss_breakdown_position.png").is_file()
     csv = pd.read_csv(tmp_path / "report" / "tables" / "loss_breakdown_position.csv")
     assert math.isclose(csv["gap_share"].sum(), 1.0, rel_tol=1e-12)

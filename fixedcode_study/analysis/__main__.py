@@ -1,5 +1,6 @@
 """`fixedcode analyze RUN_DIR [RUN_DIR ...] --out REPORT_DIR [--wandb ENTITY/PROJECT [--group G]]
-[--probe-runs RUN_DIR ...] [--baseline NAME] [--pairs A:B[,C:D]] [--margin METRIC=VALUE ...] [--reference] [--ema-alpha A]
+[--probe-runs RUN_DIR ...] [--baseline NAME] [--pairs A:B[,C:D]] [--primary A:B[,C:D]] [--study FILE.yaml]
+[--min-bucket-tokens N] [--margin METRIC=VALUE ...] [--reference] [--ema-alpha A]
 [--wandb-report ENTITY/PROJECT [--dry-run] [--wandb-log-report]]` (the study's W&B dashboard: dashboard.py).
 
 Tables, figures and report.md from fixed-code study runs (see docs/results-schema.md).
@@ -68,6 +69,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pairs", action="append", default=[], metavar="A:B[,C:D]",
                         help="extra comparisons A minus B (variant labels or input names); repeatable. "
                              "gf2 - binary16 is always compared when both ran")
+    parser.add_argument("--primary", action="append", default=[], metavar="A:B[,C:D]",
+                        help="the primary comparisons (A minus B), replacing the study file's `primary:` (for a study "
+                             "without one, e.g. `run -m name=dynamics ...`); only these rows get verdicts and findings")
+    parser.add_argument("--study", type=Path, metavar="FILE.yaml",
+                        help="the study file whose `primary:` declares the comparisons (default: sweeps/<study>.yaml "
+                             "of each study the jobs ran in; see sweeps/README.md)")
+    parser.add_argument("--min-bucket-tokens", type=float, default=None, metavar="N",
+                        help="loss-breakdown buckets with fewer validation tokens are shown, not tested (default 100)")
     parser.add_argument("--margin", action="append", default=[], metavar="METRIC=VALUE",
                         help="equivalence margin for TOST, in the metric's units (relative for perplexities: "
                              "0.02 or 2%%); METRIC is e.g. val_bpb, hellaswag/acc_norm or acc_norm; repeatable. "
@@ -99,6 +108,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for flag in ("dry_run", "wandb_log_report"):
         if getattr(args, flag) and not args.wandb_report:
             parser.error(f"--{flag.replace('_', '-')} needs --wandb-report ENTITY/PROJECT")
+    if args.min_bucket_tokens is not None and not args.min_bucket_tokens >= 0:
+        parser.error("--min-bucket-tokens must be a number of tokens >= 0")
     if not 0.0 < args.ema_alpha <= 1.0:
         parser.error("--ema-alpha must be in (0, 1]")
     return args
@@ -145,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
 
         command = "python -m analysis " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
         options = ReportOptions(args.reference, args.ema_alpha, command, args.baseline, parse_pairs(args.pairs),
-                                Margins.from_args(args.margin))
+                                Margins.from_args(args.margin), parse_pairs(args.primary, "--primary"), args.study)
+        if args.min_bucket_tokens is not None:
+            options.min_bucket_tokens = args.min_bucket_tokens
         study, probe_study = load(args)
         output = write_report(study, args.out, options, probe_study)
         included, excluded = len(study.included_jobs), len(study.excluded_jobs)

@@ -288,5 +288,66 @@ def build_model_flops_sweep(root: Path) -> Path:
     return sweep
 
 
+# ------------------------------------------------------------------ the loss breakdown (issue 40)
+
+# 1,000 validation tokens, each with its bucket in every breakdown: the same buckets in every run for
+# a common partition (the id's binary16 weight, the position), each code's own for its own-code weight
+# (gf2's buckets hold other tokens than binary16's). The first id-weight bucket is below 100 tokens.
+ID_WEIGHT_TOKENS = [40, 300, 400, 260]
+POSITION_TOKENS = [200, 300, 500]
+GF2_OWN_TOKENS = [5, 180, 640, 175]
+BREAKDOWN_LEVEL = {"learned": 4.00, "binary16": 4.30, "gf2": 4.25}
+
+
+def _buckets(counts: list[int], stride: int) -> np.ndarray:
+    """Bucket of each of the sum(counts) tokens, the tokens taken in the order i * stride mod T."""
+    total = sum(counts)
+    order = (np.arange(total) * stride) % total
+    edges = np.cumsum(counts)
+    return np.searchsorted(edges, order, side="right")
+
+
+def token_losses(name: str, seed: int) -> np.ndarray:
+    """Per-token loss: the arm's level, a seed effect shared by every arm (CRN), for the fixed codes a
+    gap that grows with the id's weight and the position, and a small per-run wobble."""
+    idw, pos = _buckets(ID_WEIGHT_TOKENS, 1), _buckets(POSITION_TOKENS, 7)
+    gap = (0.05 * idw + 0.02 * pos) if name != "learned" else 0.0
+    wobble = np.random.default_rng([seed, len(name), ord(name[0])]).normal(0.0, 0.05, idw.size)
+    return BREAKDOWN_LEVEL[name] + 0.04 * seed + gap + wobble
+
+
+def _block(name: str, buckets: np.ndarray, losses: np.ndarray, kind: str) -> dict:
+    n = int(buckets.max()) + 1
+    tokens = np.bincount(buckets, minlength=n)
+    return {"of": "position" if name == "position" else "input", "kind": kind, "definition": name,
+            "lower": list(range(n)), "upper": list(range(n)), "labels": [str(i) for i in range(n)],
+            "nats": np.bincount(buckets, weights=losses, minlength=n).tolist(), "tokens": tokens.tolist(),
+            "bytes": (4 * tokens).tolist()}
+
+
+def val_breakdown(name: str, seed: int) -> dict:
+    losses = token_losses(name, seed)
+    breakdowns = {"input_id_weight": _block("input_id_weight", _buckets(ID_WEIGHT_TOKENS, 1), losses, "weight"),
+                  "position": _block("position", _buckets(POSITION_TOKENS, 7), losses, "log2")}
+    if name != "learned":
+        own = _buckets(ID_WEIGHT_TOKENS, 1) if name == "binary16" else _buckets(GF2_OWN_TOKENS, 13)
+        breakdowns["input_code_weight"] = _block("input_code_weight", own, losses, "weight")
+    return {"step": 100, "total": {"nats": float(losses.sum()), "tokens": int(losses.size), "bytes": 4 * int(losses.size)},
+            "train_counts": {"counted_tokens": 1000, "train_tokens": 1000, "source": "all tokens"},
+            "breakdowns": breakdowns}
+
+
+def build_breakdown_sweep(root: Path, name: str = "main") -> Path:
+    """learned/binary16/gf2 x seeds 1-3 (CRN) recording a loss breakdown; final val loss is the total's."""
+    sweep = root / "multirun" / name
+    for arm in ("learned", "binary16", "gf2"):
+        for seed in SEEDS:
+            block = val_breakdown(arm, seed)
+            loss = block["total"]["nats"] / block["total"]["tokens"]
+            write_job(sweep, arm, seed, val_ppl=float(np.exp(loss)), val_bpb=float(loss / np.log(2) / 4), crn=True,
+                      curves=False, final_extra={"val_loss": loss}, results_extra={"val_breakdown": block})
+    return sweep
+
+
 if __name__ == "__main__":
     print(build_main_sweep(Path(sys.argv[1])))

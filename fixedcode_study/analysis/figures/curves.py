@@ -25,7 +25,10 @@ from .style import (
     save,
     series_styles,
 )
+from ..results.curves import included_curve
 from ..stats.grouping import context_columns, context_mask, model_rank
+
+__all__ = ["included_curve", "train_loss_figure", "val_ppl_figure"]   # included_curve: the curves these figures draw
 
 DEFAULT_EMA_ALPHA = 0.1
 # More points than this per line are invisible at print size but slow to draw and bloat PDFs.
@@ -89,12 +92,6 @@ def panel_groups(study, variants: list[str]) -> list[tuple[str, list[str]]]:
         if v not in base:
             groups.setdefault(families.get(v, "other"), []).append(v)
     return [(family, base + members) for family, members in groups.items()]
-
-
-def included_curve(study, metric: str) -> pd.DataFrame:
-    long = study.long
-    curve = long[long["included"].astype(bool) & (long["kind"] == "curve") & (long["metric"] == metric)]
-    return curve[np.isfinite(curve["value"]) & (curve["tokens"] > 0)]
 
 
 def ema_smooth(curve: pd.DataFrame, alpha: float) -> pd.DataFrame:

@@ -1,15 +1,15 @@
 """Gap figures: how far each variant trails (or leads) the baseline, in validation bits per byte.
+They draw the estimates of results/curves.py and compute none.
 
-1. Gap vs training tokens, from the val/bpb curves: per variant, variant minus baseline with a
-   95% CI band over seeds (fixedcode_study.analysis.stats.pairing.paired_curve_gap: paired differences where runs
-   record common random numbers, Welch otherwise). Runs are aligned by training tokens, never
-   assumed evenly spaced: where two arms validate on different schedules (the isoflop arms), each
-   run is interpolated in log tokens onto the other arm's points; the caption says so, and says
-   where a line stops before the variant's own last validation (the baseline trained fewer tokens).
-2. Gap vs model size / compute for studies over several model presets: the final val_bpb
-   difference per model with its 95% CI (the comparisons' own test), against the baseline's
-   trainable parameters and, when records carry flops_per_token, training FLOPs
-   (flops_per_token x tokens_seen).
+1. Gap vs training tokens (gap_curves: stats.pairing.paired_curve_gap per variant, paired
+   differences where runs record common random numbers, Welch otherwise), a 95% CI band over seeds.
+   Runs are aligned by training tokens, never assumed evenly spaced: where two arms validate on
+   different schedules (the isoflop arms), each run is interpolated in log tokens onto the other
+   arm's points; the caption says so, and says where a line stops before the variant's own last
+   validation (the baseline trained fewer tokens).
+2. Gap vs model size / compute for studies over several model presets (size_gaps: the report's own
+   final val bpb comparison rows with their 95% CI), against the baseline's trainable parameters
+   and, when records carry flops_per_token, training FLOPs (flops_per_token x tokens_seen).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 
-from ..stats.comparisons import Plan, compare, resolve
 from .style import (
     BAND_ALPHA,
     FigureFile,
@@ -33,37 +32,32 @@ from .style import (
 )
 from .curves import (
     context_title,
-    included_curve,
     ordered_contexts,
     panel_groups,
     variant_order,
     variant_styles,
 )
 from ..read.ladder import tokens_label
-from ..stats.grouping import comparison_points, context_columns, context_mask
-
-METRIC = "val_bpb"
-CURVE = "val/bpb"
+from ..stats.grouping import context_columns, context_mask
 
 
 def _zero_line(ax) -> None:
     ax.axhline(0.0, color="#000000", linewidth=0.8, linestyle="-", zorder=1)
 
 
-def gap_vs_tokens_figure(study, out_dir: Path, baseline: str) -> FigureFile | None:
-    curve = included_curve(study, CURVE)
-    if curve.empty:
+def gap_vs_tokens_figure(study, gaps: pd.DataFrame, out_dir: Path, baseline: str) -> FigureFile | None:
+    """`gaps`: results/curves.py gap_curves (the estimates; nothing is recomputed here)."""
+    if gaps.empty:
         return None
     context = context_columns(study.jobs)
     styles = variant_styles(study)
     panels = []
-    jobs = study.included_jobs
     for key in ordered_contexts(study):
-        part = curve[context_mask(curve, context, key)]
-        base = resolve(baseline, jobs[context_mask(jobs, context, key) & jobs["run"].isin(part["run"])])
-        if base is None:
+        part = gaps[context_mask(gaps, context, key)]
+        if part.empty:
             continue
-        others = [v for v in variant_order(study) if v in set(part["variant"]) and v != base]
+        base = part["baseline"].iloc[0]
+        others = [v for v in variant_order(study) if v in set(part["variant"])]
         panels += [(key, title, [v for v in members if v != base], part, base)
                    for title, members in panel_groups(study, [base, *others])]
     panels = [p for p in panels if p[2]]
@@ -77,17 +71,15 @@ def gap_vs_tokens_figure(study, out_dir: Path, baseline: str) -> FigureFile | No
         first = shared.setdefault(key, ax)  # panels of one context share the y range
         if first is not ax:
             ax.sharey(first)
-        b = part[part["variant"] == base]
         for variant in members:
-            a = part[part["variant"] == variant]
-            gap, test = _gap(a, b)
+            gap = part[part["variant"] == variant].sort_values("tokens")
             if gap.empty:
                 continue
-            tests.add(test)
+            tests.add(gap["test"].iloc[0])
             interpolated |= bool(gap["interpolated"].any())
-            if gap["tokens"].iloc[-1] < a["tokens"].max():
+            if gap["tokens"].iloc[-1] < gap["variant_last"].iloc[0]:
                 where = context_title(context, key) if len({p[0] for p in panels}) > 1 else ""
-                stops[(variant, where)] = _stop_note(variant, where, base, gap["tokens"].iloc[-1], a, b)
+                stops[(variant, where)] = _stop_note(variant, where, base, gap)
             style = styles[variant]
             ax.plot(gap["tokens"], gap["gap"], label=variant, markevery=0.12 if len(gap) > 10 else None,
                     **line_kwargs(style))
@@ -115,46 +107,13 @@ def gap_vs_tokens_figure(study, out_dir: Path, baseline: str) -> FigureFile | No
     return save(fig, out_dir, "gap_vs_tokens", caption)
 
 
-def _stop_note(variant: str, where: str, base: str, end: float, a: pd.DataFrame, b: pd.DataFrame) -> str:
+def _stop_note(variant: str, where: str, base: str, gap: pd.DataFrame) -> str:
     """Why a variant's gap line ends before the variant's own last validation."""
-    why = (f"{base} has no validation beyond it" if b["tokens"].max() <= end
+    end = gap["tokens"].iloc[-1]
+    why = (f"{base} has no validation beyond it" if gap["baseline_last"].iloc[0] <= end
            else "not every run compared has a value beyond it")
     return (f"{variant}{f' ({where})' if where else ''}: the gap ends at {human_number(end)} tokens, before its "
-            f"last validation at {human_number(a['tokens'].max())}, since {why}.")
-
-
-def _gap(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    from ..stats.pairing import paired_curve_gap
-
-    cols = ["run", "seed", "crn", "step", "tokens", "value"]
-    gap, test = paired_curve_gap(a[cols], b[cols])
-    return gap[gap["tokens"] > 0], test
-
-
-def size_points(study, baseline: str) -> pd.DataFrame:
-    """Final val_bpb gap per (data, model, variant) with CI, and the model's x values."""
-    jobs = study.included_jobs
-    if jobs["model"].nunique() < 2:
-        return pd.DataFrame()
-    context = context_columns(study.jobs)
-    points = comparison_points(study)
-    diffs = compare(points, context, Plan(baseline, (), False), [METRIC])
-    if diffs.empty:
-        return diffs
-    diffs = diffs[diffs["kind"] == "vs baseline"]
-    jobs = jobs.assign(train_flops=pd.to_numeric(jobs["flops_per_token"], errors="coerce")
-                       * pd.to_numeric(jobs["tokens_seen"], errors="coerce"))
-    base_jobs = jobs[jobs["variant"].isin(diffs["variant_b"])]
-    sizes = base_jobs.groupby(context, dropna=False)[["params.trainable", "train_flops"]].mean()
-    ladder = [c for c in LADDER_AXES if c in base_jobs]  # read/ladder.py: the size and budget of a context
-    if ladder:
-        sizes = sizes.join(base_jobs.groupby(context, dropna=False)[ladder].first())
-    return diffs.join(sizes, on=context)
-
-
-# A compute ladder's contexts are (model size, token budget): a line across sizes is drawn at one
-# budget, and a line across compute at one size, so no line joins points that differ in both.
-LADDER_AXES = ("model_size", "train_budget")
+            f"last validation at {human_number(gap['variant_last'].iloc[0])}, since {why}.")
 
 
 def _series_column(data: pd.DataFrame, column: str) -> str | None:
@@ -170,8 +129,8 @@ def _series_name(column: str | None, value) -> str:
     return tokens_label(value) if column == "train_budget" else str(value)
 
 
-def gap_vs_size_figure(study, out_dir: Path, baseline: str) -> FigureFile | None:
-    data = size_points(study, baseline)
+def gap_vs_size_figure(study, data: pd.DataFrame, out_dir: Path, baseline: str) -> FigureFile | None:
+    """`data`: results/curves.py size_gaps (the report's comparison rows with the x values)."""
     if data.empty or data["model"].nunique() < 2:
         return None
     axes_spec = [(c, label) for c, label in (("params.trainable", "trainable parameters of the baseline"),

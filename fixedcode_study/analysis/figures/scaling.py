@@ -1,4 +1,5 @@
-"""The Scaling figure: the paired gap against training compute, one panel per fixed arm.
+"""The Scaling figure: the paired gap against training compute, one panel per fixed arm. It draws the
+estimates of results/scaling.py (pairs, the gap line's band, predictions) and fits nothing.
 
 Points: one per seed pair (same size, budget and seed), marker by model size. Line: the direct fit
 gap = c0 + c1 log10 C with its 95% seed-bootstrap band, solid over the compute observed and dashed
@@ -29,23 +30,22 @@ def scaling_figure(result, out_dir: Path) -> FigureFile | None:
     fig, axes = new_figure(len(variants), panel_width=4.2, height=3.2)
     sizes = sorted(result.pairs["model_size"].unique(), key=str)
     for ax, variant in zip(axes, variants, strict=True):
-        fit = result.gaps[variant]
         pairs = result.pairs[result.pairs["variant"] == variant]
         for i, size in enumerate(sizes):
             part = pairs[pairs["model_size"] == size]
             ax.scatter(part["compute"], part["gap"], s=12, marker=MARKERS[i % len(MARKERS)],
                        color=PALETTE[(i + 1) % len(PALETTE)], label=f"pair · {size}", zorder=3)
         preds = result.predictions[result.predictions["variant"] == variant]
-        far = max(preds["target_compute"].max(), fit.max_c) if len(preds) else fit.max_c
-        if fit.fitted:
-            for lo, hi, style in ((fit.min_c, fit.max_c, "-"), (fit.max_c, far * 1.5, "--")):
-                grid = np.geomspace(lo, hi, 60)
-                boot = np.array([fit.boot_predict(c) for c in grid])
-                band = np.array([sc.interval(b, fit.confidence) for b in boot]) if boot.size else None
-                ax.plot(grid, [fit.predict(c) for c in grid], color="#000000", linestyle=style,
-                        label="gap fit (dashed: extrapolated)" if style == "-" else None)
-                if band is not None and np.isfinite(band).all():
-                    ax.fill_between(grid, band[:, 0], band[:, 1], color="#000000", alpha=BAND_ALPHA, linewidth=0)
+        line = result.bands[result.bands["variant"] == variant]
+        for extrapolated, style in ((False, "-"), (True, "--")):
+            part = line[line["extrapolated"] == extrapolated]
+            if part.empty:
+                continue
+            ax.plot(part["compute"], part["gap"], color="#000000", linestyle=style,
+                    label="gap fit (dashed: extrapolated)" if style == "-" else None)
+            if np.isfinite(part[["low", "high"]].to_numpy()).all():
+                ax.fill_between(part["compute"], part["low"], part["high"], color="#000000", alpha=BAND_ALPHA,
+                                linewidth=0)
         for row in preds.itertuples():
             color, marker, shift = METHOD_STYLE[(row.method, row.convention)]
             if np.isfinite(row.gap):

@@ -19,6 +19,8 @@ matplotlib.use("Agg")  # headless: report generation must never need a display
 import matplotlib.pyplot as plt
 from matplotlib import ticker
 
+from ...record.atomic import atomic_file
+
 # Black first so the baseline is black; then Paul Tol's "muted" colours, ordered so that (a) the
 # first seven are pairwise >= 36 apart in CIELAB (Okabe-Ito's orange/vermillion are 33, its two
 # blues 26) and (b) in the controls study's family panels (fixedcode_study.analysis.figures.curves.panel_groups) every
@@ -76,14 +78,17 @@ def new_figure(n_panels: int, panel_width: float = 3.3, height: float = 2.7, nco
 
 
 def save(fig, out_dir: Path, stem: str, caption: str) -> FigureFile:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """PNG and PDF, each written atomically (record/atomic.py), then the figure is closed."""
     files = []
     fig.tight_layout()
-    for ext in ("png", "pdf"):
-        path = out_dir / f"{stem}.{ext}"
-        fig.savefig(path)
-        files.append(path)
-    plt.close(fig)
+    try:
+        for ext in ("png", "pdf"):
+            path = out_dir / f"{stem}.{ext}"
+            with atomic_file(path, "wb") as fh:
+                fig.savefig(fh, format=ext)
+            files.append(path)
+    finally:
+        plt.close(fig)
     return FigureFile(stem, caption, files)
 
 

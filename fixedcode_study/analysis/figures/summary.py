@@ -30,10 +30,8 @@ from ..stats.grouping import (
     context_columns,
     context_mask,
     metric_title,
-    table_points,
 )
 from ..tables.reference import CHANCE, PAPER, eval_references
-from ..stats.core import summarize
 from ..read.variants import LEARNED, PROP_PREFIX, variant_label
 
 
@@ -42,13 +40,12 @@ def _error(row) -> float:
     return row["std"] if row["n"] >= 2 else row["stderr"]
 
 
-def eval_bar_figure(study, out_dir: Path) -> FigureFile | None:
-    points = table_points(study)
-    points = points[points["kind"] == "eval"]
-    if points.empty:
+def eval_bar_figure(study, summary: pd.DataFrame, out_dir: Path) -> FigureFile | None:
+    """`summary`: the report's seed summaries (results.Results.summary); the downstream metrics are drawn."""
+    summary = summary[summary["metric"].astype(str).str.contains("/")] if len(summary) else summary  # task/metric
+    if summary.empty:
         return None
     context = context_columns(study.jobs)
-    summary = summarize(points, context + ["variant"])
     metrics = sorted(summary["metric"].unique())
     contexts = ordered_contexts(study)
     variants = [v for v in variant_order(study) if v in set(summary["variant"])]

@@ -9,7 +9,7 @@ fixedcode_study/probing/__init__.py):
   similarity between every pair of final models.
 
 Freshness: a probes.json is used only when its subject's job_fingerprint and job_finished_at equal the
-job's current results.json (fingerprint.sha, finished_at), i.e. it measured the weights the job's
+job's current results.json (fingerprint.sha, finished_at, as the run reader read them), i.e. it measured the weights the job's
 numbers come from; otherwise it is left out with a note. A cross pair is used only when both of its
 jobs are included and pass the same check. probes_cross.json files are looked for in every source
 directory and in every directory between a source and an included job.
@@ -73,10 +73,23 @@ class ProbeData:
         return list(seen.values())
 
 
-def staleness(subject: dict, results: dict) -> str:
-    """'' when the probes measured the job as results.json describes it now; else why not."""
-    fingerprint = (results.get("fingerprint") or {}).get("sha")
-    finished = results.get("finished_at")
+def job_identity(jobs: pd.DataFrame) -> dict[str, dict]:
+    """run -> what results.json says the job is now (fingerprint.sha, finished_at), from the job rows
+    read/runs.py made: results.json is read once, by the run reader, and never again here."""
+    cols = [c for c in ("fingerprint_sha", "finished_at") if c in jobs]
+    rows = jobs.drop_duplicates("run").set_index("run")[cols] if cols else pd.DataFrame(index=jobs["run"].unique())
+    return {str(run): {"sha": _text(r.get("fingerprint_sha")), "finished_at": _text(r.get("finished_at"))}
+            for run, r in rows.to_dict("index").items()}
+
+
+def _text(value):
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def staleness(subject: dict, job: dict) -> str:
+    """'' when the probes measured the job as its results.json describes it now (`job`: job_identity's
+    entry); else why not."""
+    fingerprint, finished = job.get("sha"), job.get("finished_at")
     if subject.get("job_fingerprint") != fingerprint:
         return (f"its job fingerprint {str(subject.get('job_fingerprint'))[:12]} differs from {RESULTS_FILE}'s "
                 f"{str(fingerprint)[:12]}")
@@ -158,15 +171,10 @@ def load_probes(study) -> ProbeData:
     jobs = study.included_jobs
     dirs = _job_dirs(jobs)
     notes: list[str] = []
-    results: dict[str, dict] = {}
+    results = job_identity(jobs)
     records: dict[str, dict] = {}
     rows: list[dict] = []
     for path, run in list(dirs.items()):
-        try:
-            results[run] = json.loads((path / RESULTS_FILE).read_text())
-        except (OSError, ValueError):
-            del dirs[path]  # read once by load.py; unreadable now: nothing to check probes against
-            continue
         probe_path = path / PROBES_FILE
         if not probe_path.is_file():
             continue

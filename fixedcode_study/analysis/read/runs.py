@@ -127,6 +127,9 @@ def job_record(results: dict, run: str, job_dir: Path) -> dict:
         "flops_per_token": recorded_flops_per_token(results),
         # the training source the run was computed with (results.json fingerprint.code_sha)
         "code_sha": ((results.get("fingerprint") or {}).get("code_sha") or "")[:12] or None,
+        # what the probes and samples of the job must have measured to count (read/probes.py staleness)
+        "fingerprint_sha": (results.get("fingerprint") or {}).get("sha"),
+        "finished_at": results.get("finished_at"),
         # a job linked from a completed job of another study with the same fingerprint (record/reuse.py)
         "reused_from": (results.get("reused_from") or {}).get("job_dir") if isinstance(
             results.get("reused_from"), dict) else None,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .probes import staleness
-from ...record.jobdir import RESULTS_FILE, SAMPLES_FILE
+from .probes import job_identity, staleness
+from ...record.jobdir import SAMPLES_FILE
 
 SHOWN_PER_PROMPT = 2
 RERUN = "re-run python -m fixedcode_study.generate"
@@ -23,16 +23,15 @@ def load_samples(study) -> tuple[list[tuple[str, object, dict]], list[str]]:
     """([(variant, seed, samples.json)] in variant order, notes about stale or unreadable files)."""
     shown, notes = [], []
     jobs = study.included_jobs.sort_values(["variant_order", "seed"] if "variant_order" in study.jobs else ["seed"])
+    identity = job_identity(jobs)
     for variant, group in jobs.groupby("variant", sort=False):
         for row in group.itertuples():
-            job = Path(row.run)
-            path = job / SAMPLES_FILE
+            path = Path(row.run) / SAMPLES_FILE
             if not path.is_file():
                 continue
             try:
                 data = json.loads(path.read_text())
-                results = json.loads((job / RESULTS_FILE).read_text())
-                why = staleness(data.get("subject") or {}, results)
+                why = staleness(data.get("subject") or {}, identity[row.run])
             except (OSError, ValueError, AttributeError) as exc:
                 notes.append(f"{row.run}: {SAMPLES_FILE} unreadable ({type(exc).__name__}); left out")
                 continue
@@ -42,19 +41,3 @@ def load_samples(study) -> tuple[list[tuple[str, object, dict]], list[str]]:
             shown.append((variant, row.seed, data))
             break  # the lowest seed with fresh samples
     return shown, notes
-
-
-def samples_section(shown: list[tuple[str, object, dict]]) -> list[str]:
-    if not shown:
-        return []
-    lines = ["## Samples", "", "Text generated from each variant's final weights (the job with the lowest seed that has "
-             "samples; seeded sampling, so the command reproduces it). Illustration only: no number here is "
-             "derived from it.", ""]
-    for variant, seed, data in shown:
-        for entry in data.get("prompts") or []:
-            s = entry.get("settings") or {}
-            lines += [f"**{variant}** (seed {seed}), prompt {json.dumps(entry.get('prompt'))}, temperature "
-                      f"{s.get('temperature')}, top-k {s.get('top_k')}, sampling seed {s.get('seed')}:", ""]
-            for text in (entry.get("samples") or [])[:SHOWN_PER_PROMPT]:
-                lines += ["```", f"{entry.get('prompt')}{text}".rstrip(), "```", ""]
-    return lines

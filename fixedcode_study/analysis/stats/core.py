@@ -11,6 +11,8 @@ Conventions (also stated in report.md's methods):
   factor J = 1 - 3 / (4 nu - 1), nu = n_a + n_b - 2) otherwise. Their CIs, for the population
   standardized difference, invert the noncentral t distribution of the observed t statistic
   (exact under normality; a normal approximation would be far too narrow with three seeds).
+- Multiplicity: Holm (and Benjamini-Hochberg) adjusted p-values come from statsmodels'
+  `multipletests`.
 - With fewer than two runs on a side (or fewer than two pairs and no Welch possible) nothing is
   tested: one seed carries no information about seed-to-seed variation.
 """
@@ -28,7 +30,7 @@ from scipy import stats as sps
 from .metrics import lower_is_better
 
 # lower_is_better is re-exported: callers have long imported it from here
-__all__ = ["CONFIDENCE", "Comparison", "hedges_g", "holm", "lower_is_better", "noncentral_ci", "paired_compare",
+__all__ = ["CONFIDENCE", "Comparison", "adjust", "hedges_g", "holm", "lower_is_better", "noncentral_ci", "paired_compare",
            "summarize", "welch_compare"]
 
 CONFIDENCE = 0.95
@@ -163,15 +165,19 @@ def hedges_g(a: np.ndarray, b: np.ndarray, confidence: float = CONFIDENCE) -> tu
 
 
 def holm(p_values) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1). NaNs stay NaN and do
-    not count as tests."""
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), by statsmodels'
+    `multipletests(method="holm")`. NaNs stay NaN and do not count as tests."""
+    return adjust(p_values, "holm")
+
+
+def adjust(p_values, method: str) -> np.ndarray:
+    """statsmodels' `multipletests` adjusted p-values over the finite entries ("holm", "fdr_bh", ...);
+    NaN entries stay NaN and are not tests."""
+    from statsmodels.stats.multitest import multipletests
+
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)
     idx = np.flatnonzero(np.isfinite(p))
-    m = len(idx)
-    if m == 0:
-        return out
-    order = idx[np.argsort(p[idx], kind="stable")]
-    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
-    out[order] = np.minimum(adjusted, 1.0)
+    if len(idx):
+        out[idx] = multipletests(p[idx], method=method)[1]
     return out

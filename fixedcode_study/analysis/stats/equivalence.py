@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats as sps
 
 from ..errors import AnalysisError
@@ -35,6 +36,9 @@ BETTER, WORSE, EQUIVALENT, INCONCLUSIVE = "better", "worse", "equivalent", "inco
 EQUIVALENT_NONZERO = "equivalent (Δ ≠ 0)"
 IDENTICAL = "identical"
 NOT_AVAILABLE = "n/a (n<2)"
+# The two families of a comparisons table: the study's declared comparisons (read/declared.py), which
+# alone get verdicts, and every other row, shown with its raw and adjusted p and never worded.
+PRIMARY, EXPLORATORY = "primary", "exploratory"
 
 DEFAULT_LOSS_MARGIN = 0.02
 DEFAULT_BPB_MARGIN = 0.01
@@ -154,13 +158,23 @@ def _direction(delta: float, metric: str) -> str:
     return BETTER if improved else WORSE
 
 
-def holm_verdicts(table, comparisons: list[Comparison], alpha: float = ALPHA, metric: str | None = None):
-    """Add p_holm, tost_p_holm and verdict to `table` (one row per comparison, in order), its rows
-    one Holm family: the headline table and each breakdown's buckets decide alike. `metric` names
-    the metric of every row where the table has no `metric` column; a NaN `margin` means none."""
-    table["p_holm"] = holm(table["p_value"])
-    table["tost_p_holm"] = holm(table["tost_p"])
+def family_verdicts(table, comparisons: list[Comparison], alpha: float = ALPHA, metric: str | None = None):
+    """Add p_holm, tost_p_holm and verdict to `table` (one row per comparison, in order).
+
+    Holm runs within each family of the `family` column (every row primary when there is none), for
+    the difference tests and separately for TOST: a primary row's verdict depends on its family alone,
+    not on the exploratory rows beside it. Primary rows get verdicts; an exploratory row keeps its raw
+    and adjusted p's and reads "exploratory" (never better, worse or equivalent). `metric` names the
+    metric of every row where the table has no `metric` column; a NaN `margin` means none."""
+    if "family" not in table:
+        table["family"] = PRIMARY
+    table["p_holm"] = np.nan
+    table["tost_p_holm"] = np.nan
+    for _, index in table.groupby("family", sort=False).groups.items():
+        table.loc[index, "p_holm"] = holm(table.loc[index, "p_value"])
+        table.loc[index, "tost_p_holm"] = holm(table.loc[index, "tost_p"])
     table["verdict"] = [
-        verdict(cmp, metric or r.metric, r.p_holm, r.tost_p_holm, None if math.isnan(r.margin) else r.margin, alpha)
+        (verdict(cmp, metric or r.metric, r.p_holm, r.tost_p_holm, None if math.isnan(r.margin) else r.margin, alpha)
+         if r.family == PRIMARY else NOT_AVAILABLE if cmp.test == NONE else EXPLORATORY)
         for cmp, r in zip(comparisons, table.itertuples(index=False), strict=True)]
     return table

@@ -21,7 +21,7 @@ power >= 0.8 for
 
 Holm: a row's verdict uses Holm-adjusted p-values, and a p-value below alpha/m is rejected by Holm
 whatever the other rows do (Holm's adjusted p is at most m times the raw one). So the numbers the
-report shows are solved at alpha/m, m = the family size of the table (the Bonferroni-conservative
+report shows are solved at alpha/m, m = the size of the primary family (the Bonferroni-conservative
 bound for Holm's first step); the same numbers at alpha alone (one test, no family) are kept next
 to them in the CSV. Either way they are numbers of seed pairs in a new study, not extra seeds.
 
@@ -41,6 +41,7 @@ from scipy import special
 from scipy import stats as sps
 
 from .core import PAIRED, WELCH
+from .equivalence import PRIMARY
 
 POWER = 0.8
 MIN_SEEDS = 2           # a paired t test needs two pairs for one degree of freedom
@@ -54,6 +55,7 @@ NO_MARGIN = "no margin"
 TOO_MANY = f"> {MAX_SEEDS:,}"
 NOT_PAIRED = "not paired"    # a Welch row: no sd of paired differences
 NOT_TESTED = "not tested"    # no spread or fewer than two runs: no test, so no power
+EXPLORATORY = "exploratory"  # not a declared comparison: no verdict to settle
 
 # Gauss-Legendre nodes for tost_power: its error is below 1e-6 in power (checked in the tests).
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(256)
@@ -166,20 +168,24 @@ def paired_sd(test: str, se: float, n_pairs: int) -> float:
 def seeds_columns(table: pd.DataFrame, alpha: float) -> pd.DataFrame:
     """The seeds-needed columns for a comparison table (compare()'s rows, or its CSV read back).
 
-    Holm families as in comparisons.py: the rows with a finite p_value (difference) and the rows
-    with a finite tost_p (equivalence). Columns: sd_diff; seeds_for_difference /
+    Holm families as in comparisons.py: the primary rows (all rows without a `family` column) with
+    a finite p_value (difference) and those with a finite tost_p (equivalence); exploratory rows
+    get no number (they have no verdict to settle). Columns: sd_diff; seeds_for_difference /
     seeds_for_equivalence at alpha/m (what the report shows) and *_unadjusted at alpha, each with a
     *_note giving the reason when there is no finite number; seeds_alpha_difference /
     seeds_alpha_equivalence the levels solved at. Only paired rows get numbers (a Welch row has no
     sd of paired differences: its arms did not share seeds under common random numbers).
     """
-    m_diff = max(int(np.isfinite(table["p_value"].astype(float)).sum()), 1)
-    m_tost = max(int(np.isfinite(table["tost_p"].astype(float)).sum()), 1)
+    primary = (table["family"] == PRIMARY) if "family" in table else pd.Series(True, index=table.index)
+    m_diff = max(int(np.isfinite(table.loc[primary, "p_value"].astype(float)).sum()), 1)
+    m_tost = max(int(np.isfinite(table.loc[primary, "tost_p"].astype(float)).sum()), 1)
     out = []
-    for row in table.itertuples(index=False):
+    for row, in_family in zip(table.itertuples(index=False), primary, strict=True):
         sd = paired_sd(row.test, row.se, int(row.n_pairs) if math.isfinite(row.n_pairs) else 0)
         margin = None if not math.isfinite(row.margin) else float(row.margin)
-        if math.isnan(sd):
+        if not in_family:
+            diff = diff_1 = equiv = equiv_1 = SeedsNeeded(math.nan, EXPLORATORY)
+        elif math.isnan(sd):
             why = NOT_PAIRED if row.test == WELCH else NOT_TESTED
             diff = diff_1 = equiv = equiv_1 = SeedsNeeded(math.nan, why)
         else:

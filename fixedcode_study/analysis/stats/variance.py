@@ -52,7 +52,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ..read.variants import variant_label
 from .core import CONFIDENCE
+from .grouping import COMPARED_FINAL, comparison_points, context_columns, metric_order
+from .metrics import to_scale
 
 # Generalized-pivot draws per interval. The upper bound of s2_seed with 3 seeds (2 df, a heavy
 # 1/chi2 tail) is the noisiest: its Monte Carlo sd is ~2% of the interval's width at 100k draws
@@ -163,3 +166,57 @@ def complete_grid(frame: pd.DataFrame, row: str, col: str) -> tuple[pd.DataFrame
             grid = grid.drop(columns=level)
             dropped.append(f"{col}={level}")
     return grid, dropped
+
+
+# ------------------------------------------------------------------------------------ a study's designs
+
+MATRIX = "input_props.matrix_seed"
+
+
+def _groups(study):
+    """(context key, input, group label, runs) for every matrix x seed design in the study."""
+    jobs = study.included_jobs
+    if MATRIX not in jobs:
+        return
+    context = context_columns(study.jobs)
+    for ctx, ctx_jobs in jobs.groupby(context, sort=False, dropna=False):
+        ctx = ctx if isinstance(ctx, tuple) else (ctx,)
+        for input_name, group in ctx_jobs.groupby("input", sort=False):
+            props = study.label_props.get(input_name, [])
+            if MATRIX not in props:
+                continue
+            others = [p for p in props if p != MATRIX]
+            keyed = group.assign(_key=group[others].astype(str).agg("|".join, axis=1) if others else "")
+            for _, sub in keyed.groupby("_key", sort=False):
+                if sub[MATRIX].nunique() >= 2 and sub["seed"].nunique() >= 2:
+                    yield ctx, variant_label(input_name, sub.iloc[0], others), sub
+
+
+def variance_rows(study) -> tuple[pd.DataFrame, list[str]]:
+    points = comparison_points(study)
+    metrics = metric_order(points, COMPARED_FINAL)
+    context = context_columns(study.jobs)
+    rows, notes = [], []
+    for ctx, label, sub in _groups(study):
+        runs = sub.set_index("run")
+        for metric in metrics:
+            pts = points[points["run"].isin(runs.index) & (points["metric"] == metric)]
+            frame = pd.DataFrame({"matrix": runs.loc[pts["run"], MATRIX].to_numpy(),
+                                  "seed": runs.loc[pts["run"], "seed"].to_numpy(),
+                                  "value": to_scale(pts["value"], metric)})
+            grid, dropped = complete_grid(frame, "matrix", "seed")
+            if min(grid.shape) < 2:
+                continue
+            if dropped:
+                notes.append(f"matrix x seed variance of {label}, {metric}: incomplete grid, left out "
+                             + ", ".join(dropped))
+            dec = decompose(grid.to_numpy())
+            row = dict(zip(context, ctx, strict=True)) | {
+                "group": label, "metric": metric, "n_matrices": dec.n_matrices, "n_seeds": dec.n_seeds,
+                "matrices": ";".join(map(str, grid.index)), "seeds": ";".join(map(str, grid.columns)),
+                "mean": dec.mean, "p_matrix": dec.p_matrix, "p_seed": dec.p_seed}
+            for key, value in dec.estimates.items():
+                row[key] = value
+                row[f"{key}_low"], row[f"{key}_high"] = dec.ci[key]
+            rows.append(row)
+    return pd.DataFrame(rows), notes

@@ -99,20 +99,23 @@ def code_table(study) -> Table | None:
 
 
 def constant_bit_warnings(study) -> list[str]:
-    """One line per variant whose code has constant bits."""
+    """One line per variant and set of constant bits, naming every context where its code has them."""
     column = "input_props.constant_bits"
     if column not in study.included_jobs:
         return []
-    lines = []
     context = context_columns(study.jobs)
+    found: dict[tuple, list[str]] = {}
     for r in first_per_variant(study).to_dict("records"):
         bits = bit_list(r.get(column))
         if not bits:
             continue
         vocab = r.get("input_props.vocab_size", r.get("data.vocab_size"))
         at = f" at V={int(vocab):,}" if isinstance(vocab, (int, float)) and not math.isnan(vocab) else ""
-        where = ", ".join(f"{c}={r[c]}" for c in context)
-        lines.append(f"**{r['variant']}** ({where}) has {len(bits)} constant input bit{'s' * (len(bits) > 1)} "
-                     f"({bit_ranges(bits)}){at}: the same value for every token, so they carry no information "
+        found.setdefault((r["variant"], tuple(bits), at), []).append(", ".join(f"{c}={r[c]}" for c in context))
+    lines = []
+    for (variant, bits, at), where in found.items():
+        shown = where[0] if len(where) == 1 else f"{len(where)} contexts: {'; '.join(where)}"
+        lines.append(f"**{variant}** ({shown}) has {len(bits)} constant input bit{'s' * (len(bits) > 1)} "
+                     f"({bit_ranges(list(bits))}){at}: the same value for every token, so they carry no information "
                      "and the code is effectively narrower than its width.")
     return lines

@@ -8,28 +8,10 @@ import numpy as np
 import pandas as pd
 
 from . import numfmt
-from ..stats.comparisons import DEFAULT_BASELINE, Plan, compare
-from ..stats.equivalence import ALPHA, INCONCLUSIVE, Margins
-from ..errors import AnalysisError
-from ..stats.grouping import (
-    COMPARED_FINAL,
-    comparison_points,
-    context_columns,
-    metric_order,
-    metric_title,
-    model_rank,
-    shown_context,
-)
+from ..stats.equivalence import ALPHA, INCONCLUSIVE, PRIMARY
+from ..stats.grouping import metric_title, shown_context
 from ..stats.metrics import percent_change
 from .render import Table
-
-
-def _sort(diffs: pd.DataFrame, study) -> pd.DataFrame:
-    """Context (data, then model size) as the tables; then plan order and metric order (already in rows)."""
-    rank = model_rank(study.jobs)
-    keys = [c for c in ("data",) if c in diffs] + ["_model_rank"]
-    return (diffs.assign(_model_rank=diffs["model"].map(rank))
-            .sort_values(keys, kind="stable").drop(columns="_model_rank"))
 
 
 def delta_cells(row, decimals: int) -> tuple[str, str]:
@@ -78,33 +60,6 @@ def seeds_cell(row) -> str:
     return diff if diff == equiv else f"{diff} / {equiv}"
 
 
-def compute(study, plan: Plan, margins: Margins, finals: list[str] = COMPARED_FINAL,
-            alpha: float = ALPHA) -> tuple[pd.DataFrame, list[str]]:
-    """The comparison rows for a study and notes on requested names that matched nothing."""
-    points = comparison_points(study, finals)
-    context = context_columns(study.jobs)
-    metrics = metric_order(points, finals)
-    notes = []
-    variants = study.included_jobs
-    known = set(variants["variant"]) | set(variants["input"])
-    if plan.baseline not in known and plan.baseline != DEFAULT_BASELINE and len(variants):
-        raise AnalysisError(f"--baseline {plan.baseline!r}: no included variant or input of that name; "
-                            f"known: {', '.join(sorted(map(str, known)))}")
-    for a, b in plan.pairs:
-        missing = [n for n in (a, b) if n not in known]
-        if missing:
-            raise AnalysisError(f"--pairs {a}:{b}: no included variant or input named {', '.join(map(repr, missing))}; "
-                                f"known: {', '.join(sorted(map(str, known)))}")
-    unused = margins.unused(set(metrics))
-    if unused:
-        notes.append(f"--margin given for metrics that are not compared here: {', '.join(unused)} "
-                     f"(compared: {', '.join(metrics)})")
-    diffs = compare(points, context, plan, metrics, margins, alpha=alpha)
-    if not diffs.empty:
-        diffs = _sort(diffs, study)
-    return diffs, notes
-
-
 def comparison_table(study, diffs: pd.DataFrame, decimals: dict[str, int], name: str = "comparisons",
                      lead: str = "") -> Table:
     shown = shown_context(study.jobs)
@@ -119,20 +74,24 @@ def comparison_table(study, diffs: pd.DataFrame, decimals: dict[str, int], name:
             d.comparison, metric_title(d.metric), d.test_label, d.n, delta, ci, _effect_cell(d),
             numfmt.p_value(d.p_value), numfmt.p_value(d.p_holm), d.margin_label, numfmt.p_value(d.tost_p_holm),
             d.verdict, seeds_cell(d)])
-    n_tests = int(np.isfinite(diffs["p_value"]).sum()) if not diffs.empty else 0
-    n_tost = int(np.isfinite(diffs["tost_p"]).sum()) if not diffs.empty else 0
+    primary = (diffs["family"] == PRIMARY) if "family" in diffs else pd.Series(True, index=diffs.index)
+    n_tests = int(np.isfinite(diffs.loc[primary, "p_value"]).sum()) if not diffs.empty else 0
+    n_tost = int(np.isfinite(diffs.loc[primary, "tost_p"]).sum()) if not diffs.empty else 0
+    n_other = int(np.isfinite(diffs.loc[~primary, "p_value"]).sum()) if not diffs.empty else 0
     caption = (lead + "Each row is arm a minus arm b on one metric. Test: paired t over seed pairs when the runs "
                "record common random numbers (CRN: results.json init.scheme = per_group_generators) and ≥ 2 pairs "
                "exist, else Welch's t (why in brackets: no CRN record, or < 2 seed pairs); "
                "n: seed pairs, or runs per arm. Δ: mean difference (perplexities: % change of the geometric "
                "mean); its 95% CI comes from the same test. Effect: d_z (paired) or Hedges' g, 95% CI from the "
-               f"noncentral t. Holm p: adjusted over the {n_tests} tests of Δ = 0 in this table; TOST Holm p: "
-               f"equivalence within ±margin, adjusted over the {n_tost} rows with a margin. Verdict at "
+               f"noncentral t. Holm p: adjusted within the row's family, the {n_tests} primary tests of Δ = 0 (the "
+               f"comparisons the study declares) or the {n_other} exploratory ones; TOST Holm p: equivalence within "
+               f"±margin, adjusted the same way ({n_tost} primary rows with a margin). Verdict (primary rows only) at "
                f"α = {ALPHA} on the Holm p's: better/worse (Δ ≠ 0, not within the margin), equivalent (within "
-               "the margin), inconclusive (neither); see Methods. Seeds for 80% power (inconclusive rows only): "
+               "the margin), inconclusive (neither); an exploratory row has no verdict, whatever its p; see "
+               "Methods. Seeds for 80% power (inconclusive primary rows only): "
                "the number of seed pairs a paired study would need for 80% power to show Δ ≠ 0, and to show "
                "equivalence within the margin by TOST, if the observed Δ and sd of the paired differences were "
-               "the truth, each at α/m of its Holm family (enough for Holm whatever the other rows do); "
+               "the truth, each at α/m of the primary family (enough for Holm whatever the other rows do); "
                "— when no number of seeds can (Δ = 0; Δ outside the margin) or the row is not paired.")
     numeric = (set(range(len(shown) + 3, len(shown) + 11)) - {len(shown) + 9}) | {len(shown) + 12}
     data = diffs.drop(columns=[c for c in ("variant_order",) if c in diffs])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from . import numfmt
-from ..stats.grouping import metric_order, metric_title, shown_context, table_points
+from ..stats.grouping import metric_title, shown_context
 from .reference import eval_references
 from .render import Table
-from .summary import metric_decimals, summary_table
+from .summary import metric_decimals, summary_metrics, summary_table
 
 REFERENCE_MARK = "reference, not produced here"
 EXTERNAL_MARK = "reference, evaluated here (outside model)"
@@ -47,14 +47,13 @@ def externals_only_table(study) -> tuple[Table, dict[str, int]] | None:
     return table, decimals
 
 
-def eval_table(study) -> tuple[Table, dict[str, int]] | None:
-    points = table_points(study)
-    points = points[points["kind"] == "eval"]
-    if points.empty:
+def eval_table(study, summary: pd.DataFrame) -> tuple[Table, dict[str, int]] | None:
+    """`summary`: the report's seed summaries (results.Results.summary); its lm-eval metrics are shown."""
+    metrics = summary_metrics(summary, evals=True) if len(summary) else []
+    if not metrics:
         return externals_only_table(study)
-    table, decimals, _ = summary_table(study, points, "eval_results", "Downstream (lm-eval) metrics")
+    table, decimals, _ = summary_table(study, summary, "eval_results", "Downstream (lm-eval) metrics", metrics)
     table.data = table.data.assign(provenance="this study")
-    metrics = metric_order(points)
     shown = shown_context(study.jobs)
     external_rows(study, table, metrics, decimals, len(shown))
     refs = eval_references(metrics)

@@ -1,4 +1,7 @@
-"""The Findings of a report: one sentence per comparison row, written from its verdict alone.
+"""The Findings of a report: one sentence per primary comparison row, written from its verdict alone.
+
+Only rows of the declared primary family (stats/comparisons.py) are findings; exploratory rows
+have no verdict and no sentence.
 
 Readings written by hand drifted past their tables (issue 24: "worse" for inconclusive rows,
 equivalence claims with TOST Holm p = 1). Here each row's sentence is chosen by its verdict
@@ -35,6 +38,7 @@ from ..stats.equivalence import (
     IDENTICAL,
     INCONCLUSIVE,
     NOT_AVAILABLE,
+    PRIMARY,
     WORSE,
 )
 from ..stats.grouping import metric_title
@@ -138,8 +142,8 @@ def _settle_note(rows: pd.DataFrame) -> list[str]:
             f"pairs would give {'every' if never == 0 else 'each settleable'} inconclusive paired row "
             f"({len(finite)}) at least "
             f"{POWER:.0%} power to reach a verdict (a difference or equivalence), if its observed Δ and sd were "
-            f"the truth; per row the smaller of its two numbers above, the largest over rows, at α/m of this "
-            f"table's Holm families (a different family size changes them).")
+            f"the truth; per row the smaller of its two numbers above, the largest over rows, at α/m of the "
+            f"primary family's Holm tests (a different family size changes them).")
     if never:
         lines.append(f"- {never} inconclusive row(s) no number of seed pairs would settle at the observed Δ "
                      "(see their reasons above).")
@@ -160,12 +164,21 @@ def findings_lines(diffs: pd.DataFrame, decimals: dict[str, int] | None = None, 
     if diffs is None or diffs.empty:
         return ["- No comparison could be made, so there are no findings."]
     diffs = _missing_seeds(diffs, alpha)
+    exploratory = int((diffs["family"] != PRIMARY).sum()) if "family" in diffs else 0
+    if "family" in diffs:
+        diffs = diffs[diffs["family"] == PRIMARY]
+    if diffs.empty:
+        return [f"- No primary comparison was declared or could be made, so there are no findings; the "
+                f"{exploratory} rows of the comparisons table are exploratory."]
     decimals = decimals or {}
     context = [c for c in CONTEXT if c in diffs and diffs[c].nunique(dropna=False) > 1]
     counts = Counter(diffs["verdict"])
     summary = ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v])
-    lead = (f"Each line states one comparison row's verdict and the numbers it rests on (a − b; α = {alpha:g} "
-            f"on the Holm-adjusted p's); nothing here goes beyond the table. {len(diffs)} rows: {summary}.")
+    others = (f" The other {exploratory} row(s) of the comparisons table are exploratory and are not findings."
+              if exploratory else "")
+    lead = (f"Each line states one primary comparison's verdict and the numbers it rests on (a − b; α = {alpha:g} "
+            f"on the p's Holm-adjusted over the primary family); nothing here goes beyond the table. "
+            f"{len(diffs)} primary rows: {summary}.{others}")
     lines = [lead, ""]
     lines += [finding(row, decimals.get(row.metric, 3), context, alpha) for row in diffs.itertuples(index=False)]
     note = _settle_note(diffs)

@@ -1,7 +1,8 @@
 """Write a display table as Markdown, LaTeX (booktabs) and CSV.
 
 A ``Table`` holds display strings (what a reader sees) plus the raw numbers in ``data``;
-the CSV is ``data`` so that every value keeps its run-directory paths and full precision.
+the CSV is ``data`` so that every value keeps its run-directory paths and full precision. Every file
+is written atomically, as the record's own files are.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+
+from ...record.atomic import atomic_file, write_text
 
 
 @dataclass
@@ -76,9 +79,15 @@ def to_latex(table: Table) -> str:
 
 
 def write_table(table: Table, directory: Path) -> dict[str, Path]:
-    directory.mkdir(parents=True, exist_ok=True)
+    """The table as .md, .tex and .csv, each written atomically (record/atomic.py): a reader sees the old
+    file or the new one, never half of one."""
     paths = {ext: directory / f"{table.name}.{ext}" for ext in ("md", "tex", "csv")}
-    paths["md"].write_text(to_markdown(table))
-    paths["tex"].write_text(to_latex(table))
-    table.data.to_csv(paths["csv"], index=False)
+    write_text(paths["md"], to_markdown(table))
+    write_text(paths["tex"], to_latex(table))
+    write_csv(table.data, paths["csv"])
     return paths
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    with atomic_file(path, "w", encoding="utf-8", newline="") as fh:
+        frame.to_csv(fh, index=False)

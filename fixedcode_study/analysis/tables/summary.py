@@ -7,15 +7,14 @@ import pandas as pd
 
 from . import numfmt
 from ..stats.grouping import (
+    FINAL_METRICS,
     context_columns,
-    metric_order,
     metric_title,
     shown_context,
     sort_rows,
-    table_points,
 )
 from .render import Table
-from ..stats.core import lower_is_better, summarize
+from ..stats.core import lower_is_better
 from ..read.variants import (
     LEARNED as BASELINE,  # the parameter table's reference: the learned table
 )
@@ -41,16 +40,25 @@ def _best_mask(summary: pd.DataFrame, context: list[str], decimals: dict[str, in
     return best
 
 
-def summary_table(study, points: pd.DataFrame, name: str, what: str) -> tuple[Table, dict[str, int], pd.DataFrame]:
-    """Mean ± std per (context, variant) and metric; bold = best per column within a context.
-    Returns the table, per-metric decimals and the summary frame (for reference rows)."""
+def summary_metrics(summary: pd.DataFrame, evals: bool) -> list[str]:
+    """The metrics of one table in table order: the final validation metrics first, evals sorted."""
+    present = list(dict.fromkeys(summary["metric"]))
+    if evals:
+        return sorted(m for m in present if "/" in str(m))
+    return [m for m in FINAL_METRICS if m in present]
+
+
+def summary_table(study, summary: pd.DataFrame, name: str, what: str,
+                  metrics: list[str]) -> tuple[Table, dict[str, int], pd.DataFrame]:
+    """Mean ± std per (context, variant) and metric, from the report's seed summaries (stats/core.py
+    summarize, computed once); bold = best per column within a context. Returns the table,
+    per-metric decimals and the summary rows it shows (for reference rows)."""
     context = context_columns(study.jobs)
-    summary = summarize(points, context + ["variant", "variant_order"])
+    summary = summary[summary["metric"].isin(metrics)].copy()
     decimals = metric_decimals(summary)
     summary["cell"] = [numfmt.mean_cell(r.mean, r.std, r.n, r.stderr, decimals[r.metric])
                        for r in summary.itertuples()]
     summary["best"] = _best_mask(summary, context, decimals)
-    metrics = metric_order(points)
     shown = shown_context(study.jobs)
     row_keys = sort_rows(summary[context + ["variant", "variant_order"]].drop_duplicates(), study.jobs)
     columns = shown + ["input variant"] + [metric_title(m) for m in metrics]
@@ -77,11 +85,10 @@ def summary_table(study, points: pd.DataFrame, name: str, what: str) -> tuple[Ta
     return Table(name, caption, columns, rows, data, bold, numeric), decimals, summary
 
 
-def main_table(study) -> tuple[Table, dict[str, int]]:
+def main_table(study, summary: pd.DataFrame) -> tuple[Table, dict[str, int]]:
     """Final validation metrics (val ppl, val bpb); the downstream metrics have their own table."""
-    points = table_points(study)
-    table, decimals, _ = summary_table(study, points[points["kind"] == "final"], "main_results",
-                                       "Final validation metrics")
+    table, decimals, _ = summary_table(study, summary, "main_results", "Final validation metrics",
+                                       summary_metrics(summary, evals=False))
     return table, decimals
 
 

@@ -1,0 +1,147 @@
+"""The comparisons a study was run for: its primary family, declared in sweeps/<study>.yaml.
+
+A study file may declare
+
+    primary:
+      question: Does a fixed binary code cost validation loss against a learned table?
+      comparisons:
+        - binary16 - learned      # arm a minus arm b: each a variant label or an input name
+        - gf2 - learned
+
+The analysis tests those comparisons on the study's tested validation metric (val bpb; a tuning
+study's report half) in every comparison context, and Holm runs over them alone: they are the
+only rows worded as findings. Every other row of the report is exploratory. Names resolve as
+`--pairs` names do (stats/comparisons.py resolve: an exact variant label, else the input's plain
+variant).
+
+Where a report's declaration comes from, first match wins:
+1. `--primary A:B[,C:D]` on the command (a study without a file, e.g. `run -m name=dynamics ...`);
+2. `--study FILE.yaml`: that file's `primary` (a study file kept outside sweeps/);
+3. sweeps/<sweep>.yaml of every study the jobs ran in (results.json `sweep`), their lists joined;
+4. none: every row is exploratory, and the report says how to declare one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..errors import AnalysisError
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
+
+
+def _sweeps_dir() -> Path:
+    """sweeps/ as fixedcode_study/config.py finds it (SWEEPS_DIR): inside the package in a wheel,
+    else at the top of the checkout. Not imported from config.py, which pulls in omegaconf: the
+    analysis runs without the training stack (tests/test_layout.py); a test checks the two agree."""
+    candidates = (PACKAGE_DIR / "sweeps", PACKAGE_DIR.parent / "sweeps")
+    return next((c for c in candidates if (c / "main.yaml").is_file()), candidates[-1])
+
+
+SWEEPS_DIR = _sweeps_dir()
+KEY, QUESTION, COMPARISONS = "primary", "question", "comparisons"
+# "a - b" or "a − b": a minus sign with a space on each side (labels hold '-' only inside words or '=')
+SEPARATOR = re.compile(r"\s+[-−]\s+")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The primary family of one report and where it was declared."""
+    pairs: tuple[tuple[str, str], ...] = ()
+    questions: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()          # "sweeps/main.yaml", "--primary", "--study FILE"
+    undeclared: tuple[str, ...] = ()       # studies read whose file declares nothing (or has no file)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.pairs)
+
+    @property
+    def question(self) -> str:
+        return " ".join(self.questions)
+
+
+@dataclass(frozen=True)
+class StudyFile:
+    name: str
+    path: Path
+    question: str = ""
+    pairs: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+def parse_comparison(text, where: str) -> tuple[str, str]:
+    """'binary16 - learned' -> ('binary16', 'learned'); a bad entry is one line naming where it is."""
+    parts = SEPARATOR.split(str(text).strip()) if isinstance(text, str) else []
+    if len(parts) != 2 or not all(p.strip() for p in parts) or parts[0].strip() == parts[1].strip():
+        raise AnalysisError(f"{where}: {text!r} is not a comparison; write 'A - B' (arm A minus arm B, "
+                            "two different variant labels or input names, ' - ' with spaces)")
+    return parts[0].strip(), parts[1].strip()
+
+
+def read_study_file(path: Path) -> StudyFile:
+    """A study file's primary declaration (empty when it has none)."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise AnalysisError(f"study file {path}: unreadable ({type(exc).__name__})") from exc
+    name = Path(path).stem
+    block = (raw or {}).get(KEY) if isinstance(raw, dict) else None
+    if block is None:
+        return StudyFile(name, Path(path))
+    where = f"{Path(path).name}:{KEY}"
+    if not isinstance(block, dict) or not isinstance(block.get(COMPARISONS), list) or not block[COMPARISONS]:
+        raise AnalysisError(f"{where}: expected {{{QUESTION}: ..., {COMPARISONS}: [A - B, ...]}} with at least one "
+                            "comparison; see sweeps/README.md")
+    unknown = sorted(set(block) - {QUESTION, COMPARISONS})
+    if unknown:
+        raise AnalysisError(f"{where}: unknown key {unknown[0]!r}; only {QUESTION} and {COMPARISONS}")
+    pairs = tuple(parse_comparison(c, f"{where}.{COMPARISONS}[{i}]") for i, c in enumerate(block[COMPARISONS]))
+    if len(set(pairs)) != len(pairs):
+        raise AnalysisError(f"{where}.{COMPARISONS}: a comparison is listed twice")
+    return StudyFile(name, Path(path), " ".join(str(block.get(QUESTION) or "").split()), pairs)
+
+
+def study_file(name: str, sweeps_dir: Path = SWEEPS_DIR) -> StudyFile | None:
+    path = sweeps_dir / f"{name}.yaml"
+    return read_study_file(path) if path.is_file() else None
+
+
+def shown_path(path: Path) -> str:
+    """sweeps/main.yaml for a file of the workbench's own sweeps/, else the path as given."""
+    path = Path(path)
+    return f"sweeps/{path.name}" if path.resolve().parent == SWEEPS_DIR.resolve() else str(path)
+
+
+def declared(sweeps: list[str], study: str | Path | None = None, pairs: tuple[tuple[str, str], ...] = (),
+             sweeps_dir: Path = SWEEPS_DIR) -> Declared:
+    """The report's primary family (see the module docstring for the order)."""
+    if pairs:
+        return Declared(tuple(pairs), (), ("--primary",))
+    if study is not None:
+        if not Path(study).is_file():
+            raise AnalysisError(f"--study {study}: no such file (a study file such as sweeps/main.yaml)")
+        found = read_study_file(Path(study))
+        if not found.pairs:
+            raise AnalysisError(f"--study {study}: the file declares no `{KEY}` comparisons; see sweeps/README.md")
+        return Declared(found.pairs, (found.question,) if found.question else (), (f"--study {study}",))
+    joined, questions, sources, undeclared = [], [], [], []
+    for name in dict.fromkeys(str(s) for s in sweeps):
+        found = study_file(name, sweeps_dir)
+        if found is None or not found.pairs:
+            undeclared.append(name)
+            continue
+        joined += [p for p in found.pairs if p not in joined]
+        questions += [found.question] if found.question else []
+        sources.append(shown_path(found.path))
+    return Declared(tuple(joined), tuple(questions), tuple(sources), tuple(undeclared))
+
+
+def every_declaration(sweeps_dir: Path = SWEEPS_DIR) -> list[StudyFile]:
+    """Every study file of sweeps/ that declares a primary family: the report says where a row of its
+    table is primary in another study (its verdict is decided in that study's family, not here)."""
+    found = (study_file(p.stem, sweeps_dir) for p in sorted(sweeps_dir.glob("*.yaml")))
+    return [f for f in found if f is not None and f.pairs]

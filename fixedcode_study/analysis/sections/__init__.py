@@ -1,0 +1,20 @@
+"""The sections of report.md, in reading order; each builds its tables, figures and text from Results.
+
+summary.py        the first screen: the question, the primary comparisons with verdicts, their figure
+findings.py       one sentence per primary row (tables/findings.py), and rows decided in another family
+design.py         what was compared (sources, arms, seeds) and every caveat
+results_tables.py main and downstream results, tuning grid, every comparison row, variance, code
+                  properties, output heads, parameters, published references
+curves.py         curves and gaps over training tokens and model size, downstream bars, sweep axes
+breakdown.py      where the gap lives (loss breakdown heat maps, own-code profiles)
+scaling.py        a compute ladder's fits, predictions and readings
+probes.py         representation probes; samples.py: generated text
+methods.py        excluded jobs and the Methods
+
+Each module has TITLE, TABLES and FIGURES (the stems of the files it may write, so report.py can
+remove what an older report left) and build(results, figures_dir) -> base.Part.
+"""
+
+from . import breakdown, curves, design, findings, methods, probes, results_tables, samples, scaling, summary
+
+SECTIONS = (summary, findings, design, results_tables, curves, breakdown, scaling, probes, samples, methods)

@@ -1,0 +1,61 @@
+"""What a report section returns, and the Markdown pieces every section uses.
+
+A section's text refers to its figures as `figure_ref(stem)`; report.py numbers the figures in the
+order the sections show them and writes the numbers in. A long table stays out of report.md: the
+text links its files (Markdown, LaTeX, CSV) and says what it holds, so report.md stays readable,
+and every number still traces to a run directory through the CSV and tables/jobs.csv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..figures.style import FigureFile
+from ..tables.render import Table, to_markdown
+
+# Tables longer than this go to their files only (report.md links them); the first screen's table
+# is built to stay short.
+MAX_INLINE_ROWS = 30
+REF = "[[figure:{stem}]]"
+
+
+@dataclass
+class Part:
+    """One section of report.md: its Markdown lines, the tables it writes and the figures it drew."""
+    lines: list[str] = field(default_factory=list)
+    tables: dict[str, Table] = field(default_factory=dict)
+    figures: list[FigureFile] = field(default_factory=list)
+
+    def add(self, figure: FigureFile | None) -> FigureFile | None:
+        if figure is not None:
+            self.figures.append(figure)
+        return figure
+
+
+def figure_ref(stem: str) -> str:
+    """'Figure N' once the report has numbered its figures."""
+    return REF.format(stem=stem)
+
+
+def embed(figure: FigureFile | None) -> list[str]:
+    """The figure, its number and caption, and its PDF."""
+    if figure is None:
+        return []
+    ref = figure_ref(figure.stem)
+    return [f"![{ref}](figures/{figure.stem}.png)", "",
+            f"*{ref}.* {figure.caption} ([PDF](figures/{figure.stem}.pdf))", ""]
+
+
+def files(table: Table) -> str:
+    return (f"Files: [`tables/{table.name}.md`](tables/{table.name}.md), "
+            f"[`.tex`](tables/{table.name}.tex), [`.csv`](tables/{table.name}.csv)")
+
+
+def table_block(title: str, table: Table, level: str = "##", limit: int = MAX_INLINE_ROWS) -> list[str]:
+    """A titled table: caption and rows, or, past `limit` rows, the caption and where the rows are."""
+    heading = [f"{level} {title}", "", table.caption, ""]
+    if len(table.rows) > limit:
+        return heading + [f"{len(table.rows)} rows, too long to read here; every row is in the files: "
+                          f"[`tables/{table.name}.csv`](tables/{table.name}.csv), [`.md`](tables/{table.name}.md), "
+                          f"[`.tex`](tables/{table.name}.tex).", ""]
+    return heading + [to_markdown(table), files(table), ""]
