@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from .core import CONFIDENCE, holm
+from .core import CONFIDENCE, EXACT, NONE, holm
 
 UP, DOWN, NOT_SHOWN = "up", "down", "not shown"
 
@@ -134,6 +134,10 @@ def from_comparison(name: str, comparison, method: str, confidence: float = CONF
                     context: tuple = ()) -> Tested:
     """A core.Comparison (paired or Welch t) as a row; n is the pairs, or the smaller arm for Welch."""
     n = comparison.n_pairs or min(comparison.n_a, comparison.n_b)
+    if comparison.test == EXACT:
+        method += ": not tested (no spread: the difference is exact)"
+    elif comparison.test == NONE:
+        method += ": not tested (fewer than 2 runs on a side)"
     return Tested(name, comparison.delta, comparison.ci_low, comparison.ci_high, comparison.p_value, n,
-                  comparison.dof, f"{method} ({comparison.test})" if comparison.test not in method else method,
-                  "seed pairs" if comparison.n_pairs else "seeds", comparison.se, context, confidence=confidence)
+                  comparison.dof, method, "seed pairs" if comparison.n_pairs else "seeds", comparison.se, context,
+                  confidence=confidence)
