@@ -34,8 +34,9 @@ with squared terms is the slope at the ladder's centre.
   ladder (lack of fit included).
 - **two-stage cluster bootstrap** of the compute slope: resample cells with replacement, then each
   drawn cell's seeds with replacement, refit on the cell means; percentile interval. A second view,
-  not the primary interval: with 12 clusters it covers a little below nominal (measured in the
-  tests' docstring), and resampling at both stages is conservative when s2_cell is small.
+  not the primary interval: with 12 clusters it covers below nominal (91.1% of 1000 synthetic
+  3 x 4 x 3 ladders at s_cell = 0.05, s_seed = 0.01, where the random-cell t interval covered 95.1%
+  and the seed-only one 31.4%), and resampling at both stages is conservative when s2_cell is small.
 - **seed-only** compute slope: per-seed least-squares slopes, a t interval over seeds. Shown so a
   report can say why it is not used.
 
