@@ -410,24 +410,29 @@ def _trend_words(row: Tested, over: str, alpha: float | None) -> str:
     return f"the gap {WORDS[shown]} {over} ({_span(row)} {PER_DECADE})"
 
 
+def _p(row: Tested) -> str:
+    return f"{'Holm ' if row.family else ''}p = {row.p_decision:.2g}"
+
+
 def reading(ladder: LadderGap, alpha: float | None = None) -> Reading:
     """The allowed reading: a compute trend only where the random-cell interval excludes 0 (or its
-    family's Holm p, when the row was put in one), and what each factor shows beside it."""
-    arm = ladder.arm or "the gap"
+    family's Holm p, when the row was put in one), and what each factor shows beside it. Sentences
+    start with the arm's name when the ladder has one."""
+    who = f"{ladder.arm}: " if ladder.arm else ""
     compute = ladder.compute_slope.shown(alpha)
     curved_rows = (ladder.curvature, ladder.compute_curvature)
     curved = any(r.tested and r.p_decision < (1 - r.confidence if alpha is None else alpha) for r in curved_rows)
-    cells = f"{ladder.compute_slope.n} cells"
-    first = f"{arm}: {_trend_words(ladder.compute_slope, 'with compute', alpha)}, random-cell model over {cells}"
+    first = f"{who}{_trend_words(ladder.compute_slope, 'with compute', alpha)}, random-cell model over " \
+            f"{ladder.compute_slope.n} cells"
     if curved:
-        first += (f"; the ladder is curved (log C squared p = {ladder.compute_curvature.p_value:.2g}, "
-                  f"log N / log D curvature p = {ladder.curvature.p_value:.2g}), so a slope is an average over the range")
-    sentences = [first + "."]
-    sentences.append(f"{arm}, at fixed budget: {_trend_words(ladder.size_slope, 'over model size', alpha)}; "
-                     f"at fixed size: {_trend_words(ladder.budget_slope, 'over budget', alpha)}.")
+        first += (f"; the ladder is curved (log C squared {_p(ladder.compute_curvature)}, "
+                  f"log N and log D curvature {_p(ladder.curvature)}), so a slope is an average over the range")
+    sentences = [first + ".",
+                 f"{who}at fixed budget, {_trend_words(ladder.size_slope, 'over model size', alpha)}; "
+                 f"at fixed size, {_trend_words(ladder.budget_slope, 'over budget', alpha)}."]
     for rows, level, over in ((ladder.per_size, "size", "over budget"), (ladder.per_budget, "budget", "over model size")):
         parts = [f"at {r.get(level)}: {WORDS[r.shown(alpha)]} ({_span(r)})" for r in rows]
-        sentences.append(f"{arm}, {over} ({PER_DECADE}), " + "; ".join(parts) + ".")
+        sentences.append(f"{who}{over} ({PER_DECADE}), " + "; ".join(parts) + ".")
     return Reading(ladder.arm, compute, ladder.size_slope.shown(alpha), ladder.budget_slope.shown(alpha), curved,
                    tuple((str(r.get("size")), r.shown(alpha)) for r in ladder.per_size),
                    tuple((str(r.get("budget")), r.shown(alpha)) for r in ladder.per_budget), tuple(sentences))
@@ -466,8 +471,8 @@ def extrapolate(ladder: LadderGap, compute: float | None = None, n: float | None
              if beyond else "inside the observed range")
     flags = []
     curved = ladder.compute_curvature if compute is not None else ladder.curvature
-    if curved.tested and curved.p_value < 1 - confidence:
-        flags.append(f"the ladder rejects a straight line (curvature p = {curved.p_value:.2g}); the prediction assumes one")
+    if curved.tested and curved.p_decision < 1 - confidence:
+        flags.append(f"the ladder rejects a straight line (curvature {_p(curved)}); the prediction assumes one")
     method = (f"fitted mean of the random-cell {'compute line' if compute is not None else 'two-factor fit'} "
               f"with its t interval ({fit.dof} df)")
     return Extrapolation(estimate, estimate - half, estimate + half, orders, label, method, tuple(flags))
