@@ -178,3 +178,18 @@ def test_a_point_that_was_not_logged_is_an_error_naming_the_nearest():
         linear_contrast(frame, {"binary16": 1, "learned": -1}, "gap")
     with pytest.raises(AnalysisError, match=r"lacks column\(s\) \['step'\]"):
         gap_at(frame, "gf2", "learned", 10, at="step")
+
+
+def test_an_absence_claim_gets_tost_on_the_rows_own_se_and_df():
+    from statsmodels.stats.weightstats import ttost_paired
+
+    from fixedcode_study.analysis.stats.rows import equivalence_p
+
+    frame = curves(np.random.default_rng(RNG_SEED + 7))
+    row = gap_at(frame, "gf2", "learned", 1e5)
+    wide = frame[frame["tokens"] == 1e5].pivot(index="seed", columns="variant", values="value")
+    assert equivalence_p(row, 0.02) == pytest.approx(ttost_paired(wide["gf2"], wide["learned"], -0.02, 0.02)[0],
+                                                     rel=1e-8)
+    assert equivalence_p(row, 0.02) < 0.05 < equivalence_p(row, 0.002)
+    welch = linear_contrast(frame[frame["tokens"] == 1e5], {"gf2": 1, "learned": -1}, "gap", paired=False)
+    assert np.isfinite(equivalence_p(welch, 0.02))

@@ -141,3 +141,13 @@ def from_comparison(name: str, comparison, method: str, confidence: float = CONF
     return Tested(name, comparison.delta, comparison.ci_low, comparison.ci_high, comparison.p_value, n,
                   comparison.dof, method, "seed pairs" if comparison.n_pairs else "seeds", comparison.se, context,
                   confidence=confidence)
+
+
+def equivalence_p(row: Tested, margin: float) -> float:
+    """TOST of H0: |estimate| >= margin on the row's own se and df (the p an absence claim needs:
+    "equivalent within ±margin" only when it is below alpha). NaN without an se or df."""
+    if not (math.isfinite(row.se) and row.se > 0 and math.isfinite(row.dof) and row.dof > 0 and margin > 0):
+        return math.nan
+    lower = sps.t.sf((row.estimate + margin) / row.se, row.dof)    # H0: estimate <= -margin
+    upper = sps.t.cdf((row.estimate - margin) / row.se, row.dof)   # H0: estimate >= +margin
+    return float(max(lower, upper))
