@@ -24,7 +24,7 @@ from fixedcode_study.analysis.stats.rows import DOWN, NOT_SHOWN
 from fixedcode_study.analysis.stats.scaling import fit_gap
 
 RNG_SEED = 4041
-SIZES = {"d32": 26_784, "d48": 60_000, "d64": 106_000}      # body parameters, about the ladder's
+SIZES = {"d32": 26_784, "d48": 60_000, "d64": 106_000}      # body parameters of a 3-size ladder (d32 is the real one)
 BUDGETS = (2**19, 2**21, 2**22, 2**23)
 SLOPE = -0.08
 
