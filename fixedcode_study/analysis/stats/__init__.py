@@ -9,4 +9,9 @@ variance.py     GF(2) matrix vs run-seed variance components; tuning.py: best le
 metrics.py      a metric's better direction and test scale; grouping.py: comparison contexts
 breakdown.py    the loss per bucket on a common partition (BH over the report), shares; own-code profiles
 scaling.py      L(N, D) per arm (Chinchilla approach 3), the paired gap against compute, seed bootstrap
+ladder_gap.py   the ladder's paired gap on cell means (random-cell model): compute, size and budget slopes,
+                curvature, per-size / per-budget slopes, the allowed reading, labelled extrapolation
+trend.py        a linear trend over ordered buckets with its t interval over seeds, curvature, monotonicity
+contrasts.py    sizes at a fixed budget, probes at equal input RMS, a gap against a gap, points on a curve
+rows.py         one tested quantity (`Tested`) as every new test returns it, and its Holm family
 """
