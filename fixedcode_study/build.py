@@ -46,6 +46,7 @@ global random state because one variant has a table to draw and another does not
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -78,6 +79,19 @@ class ModelSpec:
     size_record: Mapping[str, Any] = field(default_factory=dict)  # match_size's record ({} unmatched)
     flop_match: str | None = None
     output: Mapping[str, Any] = field(default_factory=dict)  # the head's config, references resolved; {} = untied
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data that `from_json` turns back into an equal ModelSpec: what a checkpoint stores,
+        so a load rebuilds this very model without resolving anything against conf/ again."""
+        return {"preset": self.preset.to_dict(), "config": self.config.to_dict(), "input": copy.deepcopy(dict(self.input)),
+                "size_record": dict(self.size_record), "flop_match": self.flop_match,
+                "output": copy.deepcopy(dict(self.output))}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ModelSpec":
+        return cls(ModelConfig.from_mapping(data["preset"]), ModelConfig.from_mapping(data["config"]),
+                   copy.deepcopy(dict(data["input"])), dict(data["size_record"]), data["flop_match"],
+                   copy.deepcopy(dict(data["output"])))
 
     def head_flops(self) -> int | None:
         """The head's training FLOPs per token; None for the untied head (the formula's own 6 V d)."""

@@ -17,7 +17,7 @@ import torch
 
 from fixedcode_study.accounting import flops_per_token
 from fixedcode_study.build import build_decoder
-from fixedcode_study.config import CONFIG_DIR, compose
+from fixedcode_study.config import CONFIG_DIR, compose, job_config
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.spec import JobSpec
 from fixedcode_study.training.job import run_job
@@ -74,7 +74,7 @@ def test_the_spec_is_frozen_and_resolves_input_references():
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.seed = 2  # type: ignore[misc]
     assert spec.model.input["init_code"]["type"] == "binary"  # binary16's settings, from conf/input
-    assert spec.config["input"]["init_code"] == "binary16"  # the record keeps the config as composed
+    assert spec.composed["input"]["init_code"] == "binary16"  # the record keeps the config as composed
     assert spec.fingerprint["settings"]["input.init_code.code_width"] == 16  # hashed as resolved
     assert spec.validation_steps[-1] == spec.plan.max_steps
     assert spec.checkpoint.preempt_signals == ("SIGTERM", "SIGUSR1", "SIGUSR2") and spec.eval is None
@@ -96,15 +96,13 @@ def test_bad_settings_stop_at_resolution_with_one_line(override, field):
 
 def test_eval_settings_are_validated_at_resolution():
     spec = JobSpec.from_cfg(compose(["model=test_micro", "logger=csv", "eval=builtin", "eval.limit=4"]))
-    assert spec.eval_name == "builtin" and spec.eval["limit"] == 4 and spec.eval["batch_size"] == 32
+    assert spec.eval_name == "builtin" and spec.eval.limit == 4 and spec.eval.batch_size == 32
     with pytest.raises(ConfigError, match=r"^eval.batch_size"):
         JobSpec.from_cfg(compose(["model=test_micro", "logger=csv", "eval=builtin", "eval.batch_size=0"]))
 
 
 def test_a_key_missing_from_the_composed_config_is_named_not_defaulted():
-    from omegaconf import OmegaConf
-
-    config = OmegaConf.to_container(compose(["model=test_micro", "logger=csv"]), resolve=True)
+    config = job_config(compose(["model=test_micro", "logger=csv"]))
     del config["checkpoint"]["resume"]
-    with pytest.raises(KeyError, match="resume"):
+    with pytest.raises(ConfigError, match=r"^checkpoint.resume: is missing from the composed config"):
         JobSpec.from_cfg(config)
