@@ -41,7 +41,7 @@ from ..record.jobdir import COMPLETED, EVAL_FAILED, RUNNING, JobDir
 from ..record.reuse import adopt_completed
 from ..spec import JobSpec
 from ..spec.runtime import device_kind
-from .decide import FINISH, REUSE, SKIP, Decision, decide
+from .decide import FINISH, REUSE, SKIP, TRAIN, Decision, decide
 from .loggers import WandbMirror
 from .procedure import train
 from .recorder import Recorder, base_record, now, recording
@@ -85,7 +85,7 @@ def run_job(spec: JobSpec, job_dir: str | Path, overrides: list[str] | None = No
                 if adopted is not None:  # W&B and the requested evaluation then follow, as for any trained job
                     outcome = _finish_trained(spec, job, adopted, spec.eval is not None)
                     return JobOutcome("reused", outcome.record)
-                decision = Decision("train", None)
+                decision = Decision(TRAIN, None, resume_from=job.resume_point() if spec.checkpoint.resume else None)
             _require_device(spec)  # before the record says `running`: nothing was trained or written
             return JobOutcome("trained", _train(spec, job, overrides, decision))
         except Preempted as stop:
