@@ -229,8 +229,8 @@ def test_hugging_face_conversion_refuses_gelu_in_one_line():
 def test_bench_reference_refuses_gelu_in_one_line():
     from fixedcode_study.systems.bench import BenchOptions, preflight
 
-    cfg = compose_config(TINY)
+    spec = JobSpec.from_cfg(compose_config(TINY))
     with pytest.raises(ConfigError) as err:
-        preflight({"binary16": cfg}, BenchOptions(device="cpu"), compose_config([*TINY, "input=learned"]))
+        preflight({"binary16": spec}, BenchOptions(device="cpu"), JobSpec.from_cfg(compose_config([*TINY, "input=learned"])))
     assert err.value.field == "model.mlp" and "--no-reference" in str(err.value) and "\n" not in str(err.value)
-    preflight({"binary16": cfg}, BenchOptions(device="cpu", reference=False), None)  # without the reference: fine
+    preflight({"binary16": spec}, BenchOptions(device="cpu", reference=False), None)  # without the reference: fine
