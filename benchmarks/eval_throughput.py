@@ -37,11 +37,12 @@ MIRROR_TASKS = ["hellaswag", "arc_easy", "piqa", "lambada_openai"]
 
 def build_checkpoint(args, workdir: Path) -> tuple[Path, Path]:
     """(checkpoint dir, prepared data root): the given checkpoint, or a fresh random-init one."""
-    from fixedcode_study.build import build_model
+    from fixedcode_study.build import build_decoder
     from fixedcode_study.config import compose
     from fixedcode_study.data.prepare import prepare
     from fixedcode_study.evaluation.harness import find_prepared_root
     from fixedcode_study.record.checkpoint import save_checkpoint
+    from fixedcode_study.spec import JobSpec
 
     if args.checkpoint:
         ckpt = Path(args.checkpoint)
@@ -49,12 +50,11 @@ def build_checkpoint(args, workdir: Path) -> tuple[Path, Path]:
 
         config = load_checkpoint(ckpt).config
         return ckpt, find_prepared_root(ckpt, config, None, None)
-    cfg = compose([f"model={args.model}", f"input={args.input}"])
-    prepared = prepare(cfg.data)
-    torch.manual_seed(0)
-    model = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output"))
-    ckpt = save_checkpoint(workdir / "ckpt", model, cfg.model, cfg.input, prepared.tokenizer_path,
-                           extra={"data": {"cache_key": prepared.meta["cache_key"]}})
+    spec = JobSpec.from_cfg(compose([f"model={args.model}", f"input={args.input}"]))
+    prepared = prepare(spec.data.settings)
+    model = build_decoder(spec.model, seed=0)
+    config = {**spec.checkpoint_config(), "data": {"cache_key": prepared.meta["cache_key"]}}
+    ckpt = save_checkpoint(workdir / "ckpt", model, config, prepared.tokenizer_path)
     return ckpt, prepared.root
 
 

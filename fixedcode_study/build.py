@@ -46,6 +46,7 @@ global random state because one variant has a table to draw and another does not
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -78,6 +79,19 @@ class ModelSpec:
     size_record: Mapping[str, Any] = field(default_factory=dict)  # match_size's record ({} unmatched)
     flop_match: str | None = None
     output: Mapping[str, Any] = field(default_factory=dict)  # the head's config, references resolved; {} = untied
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data that `from_json` turns back into an equal ModelSpec: what a checkpoint stores,
+        so a load rebuilds this very model without resolving anything against conf/ again."""
+        return {"preset": self.preset.to_dict(), "config": self.config.to_dict(), "input": copy.deepcopy(dict(self.input)),
+                "size_record": dict(self.size_record), "flop_match": self.flop_match,
+                "output": copy.deepcopy(dict(self.output))}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ModelSpec":
+        return cls(ModelConfig.from_mapping(data["preset"]), ModelConfig.from_mapping(data["config"]),
+                   copy.deepcopy(dict(data["input"])), dict(data["size_record"]), data["flop_match"],
+                   copy.deepcopy(dict(data["output"])))
 
     def head_flops(self) -> int | None:
         """The head's training FLOPs per token; None for the untied head (the formula's own 6 V d)."""
@@ -151,19 +165,28 @@ def trainable_params(cfg: ModelConfig, input_trainable: int, head_trainable: int
     return input_trainable + body_params(cfg) + (head_params(cfg) if head_trainable is None else head_trainable)
 
 
+# The size- and FLOP-matching settings of an input config, with the documented method (module
+# docstring) for those it leaves out: only the *_sizematched and *_isoflop inputs declare them, and
+# `+input.size_match=learned` on any other input gets these.
+MATCH_DEFAULTS = {"size_match": None, "size_match_by": "d_ff", "size_match_tolerance": 0.01,
+                  "size_match_multiple_of": 1, "flop_match": None}
+
+
+def match_settings(input_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: input_cfg[key] if key in input_cfg else default for key, default in MATCH_DEFAULTS.items()}
+
+
 def size_match_spec(input_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
-    # Optional keys: only the *_sizematched inputs declare them; `+input.size_match=learned` on any
-    # other input gets the documented method (module docstring) from these defaults.
-    target = input_cfg.get("size_match")
+    settings = match_settings(input_cfg)
+    target = settings["size_match"]
     if target in (None, False, "none"):
         return None
     if target != "learned":
         raise ConfigError("input.size_match", f"unknown target {target!r}", "use 'learned' or null")
-    by = input_cfg.get("size_match_by", "d_ff")
+    by = settings["size_match_by"]
     if by not in SIZE_MATCH_METHODS:
         raise ConfigError("input.size_match_by", f"unknown method {by!r}", f"use one of {', '.join(SIZE_MATCH_METHODS)}")
-    tol = float(input_cfg.get("size_match_tolerance", 0.01))
-    multiple = int(input_cfg.get("size_match_multiple_of", 1))
+    tol, multiple = float(settings["size_match_tolerance"]), int(settings["size_match_multiple_of"])
     if not 0 < tol < 1 or multiple < 1:
         raise ConfigError("input.size_match_tolerance", f"tolerance {tol} / multiple_of {multiple} out of range",
                           "use 0 < size_match_tolerance < 1 and size_match_multiple_of >= 1")
@@ -238,7 +261,7 @@ def match_size(model_cfg: ModelConfig, input_cfg: Mapping[str, Any],
 
 
 def flop_match_spec(input_cfg: Mapping[str, Any]) -> str | None:
-    target = input_cfg.get("flop_match")
+    target = match_settings(input_cfg)["flop_match"]
     if target in (None, False, "none"):
         return None
     if target != "learned":

@@ -4,15 +4,20 @@ Every entry point gets its config from here: the Hydra app (`run`) through `CONF
 other command (describe, sweep, evaluate, pretokenize, bench, bench_input) through `compose`, and
 code that needs one option of a group as plain data through `load_option` (an input variant named
 by another, e.g. `init_code: binary16`: `resolve_input_references`). Nothing else reads conf/.
+
+It is also the one module below the front door that touches omegaconf: a composed config leaves it
+as plain data (`job_config`), and config.yaml's text is written from plain data (`to_yaml`), so
+the layers below (spec/ resolves that plain data into a JobSpec) never hold a DictConfig.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from .errors import ConfigError
 from .hardware import cpu_precision
@@ -40,6 +45,35 @@ def compose(overrides: Sequence[str] = (), return_hydra_config: bool = False) ->
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides),
                              return_hydra_config=return_hydra_config)
+
+
+def job_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A composed config as plain, resolved data, without Hydra's own `hydra` node (a compose with
+    return_hydra_config=True, the sweep's, carries it; a job never reads it)."""
+    if isinstance(cfg, DictConfig):
+        keys = [k for k in cfg if k != "hydra"]
+        return OmegaConf.to_container(OmegaConf.masked_copy(cfg, keys), resolve=True)  # type: ignore[return-value]
+    return {k: copy.deepcopy(v) for k, v in cfg.items() if k != "hydra"}
+
+
+def plain(node: Any) -> Any:
+    """One node of a composed config (a group, a list, a value) as plain resolved data."""
+    if isinstance(node, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(node, resolve=True)
+    return copy.deepcopy(node)
+
+
+def number_job(sweep_config: DictConfig, idx: int) -> DictConfig:
+    """A sweep job's composed config with its Hydra job id and number set (as Hydra's launchers do)."""
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
+        sweep_config.hydra.job.num = idx
+    return sweep_config
+
+
+def to_yaml(data: Mapping[str, Any]) -> str:
+    """YAML text of plain config data, formatted as OmegaConf writes a config (config.yaml)."""
+    return OmegaConf.to_yaml(OmegaConf.create(dict(data)))
 
 
 def compose_variant(overrides: Sequence[str], input_name: str) -> DictConfig:

@@ -17,10 +17,10 @@ import torch
 
 from fixedcode_study import accounting
 from fixedcode_study.accounting import flops_per_token, matmul_params, parameter_groups
-from fixedcode_study.build import build_model
+from fixedcode_study.build import build_decoder
 from fixedcode_study.cli.bench import main as bench_main
-from fixedcode_study.cli.bench import variant_configs
-from fixedcode_study.cli.bench_input import input_configs
+from fixedcode_study.cli.bench import variant_specs
+from fixedcode_study.cli.bench_input import input_specs
 from fixedcode_study.model import ModelConfig
 from fixedcode_study.systems.bench_input import InputBenchOptions, run_input_bench
 from fixedcode_study.systems.bench_report import state_only
@@ -99,9 +99,9 @@ def test_bench_rows_use_their_own_models_flops(tmp_path):
     rows = {v["name"]: v for v in report["variants"]}
     assert set(rows) == {"learned", "binary16_sizematched"}
     built = {}
-    for name, cfg in variant_configs(overrides, list(rows)).items():
+    for name, spec in variant_specs(overrides, list(rows)).items():
         with torch.device("meta"):
-            built[name] = flops_per_token(build_model(cfg.model, cfg.input).config, report["seq_len"])["total"]
+            built[name] = flops_per_token(build_decoder(spec.model).config, report["seq_len"])["total"]
     assert built["binary16_sizematched"] > built["learned"] == report["flops_per_token"]  # the preset's
     for name, v in rows.items():
         assert v["flops_per_token"] == built[name], name
@@ -116,8 +116,8 @@ def test_bench_rejects_unknown_option(capsys):
 
 
 def test_flops_count_matches_the_parameters():
-    cfg = variant_configs(["model=test_micro"], ["learned"])["learned"]
-    model = build_model(cfg.model, cfg.input)
+    spec = variant_specs(["model=test_micro"], ["learned"])["learned"]
+    model = build_decoder(spec.model)
     mcfg = model.config
     groups = parameter_groups(model)
     norms = (2 * mcfg.n_layer + 1) * mcfg.d_model
@@ -130,7 +130,7 @@ def test_flops_count_matches_the_parameters():
 
 
 def test_paper_state_accounting_from_meta_build():
-    acc = state_only(variant_configs(["model=paper_1p7b"], ["learned", "binary16", "gf2"]))
+    acc = state_only(variant_specs(["model=paper_1p7b"], ["learned", "binary16", "gf2"]))
     assert acc["learned"]["trainable_params"] == 1_812_039_680
     assert acc["binary16"]["trainable_params"] == 1_711_376_384
     assert acc["learned"]["groups"]["input"]["params"] == PAPER_TABLE
@@ -146,7 +146,7 @@ def test_paper_state_accounting_from_meta_build():
 
 
 def test_input_bench_small_width():
-    rep = run_input_bench(input_configs([], ["learned", "binary16", "gf2"]),
+    rep = run_input_bench(input_specs([], ["learned", "binary16", "gf2"]),
                           InputBenchOptions(vocab_size=512, d_model=64, batch=2, seq=16, repeats=2, device="cpu",
                                             prototypes=True), log=lambda s: None)
     rows = {r["name"]: r for r in rep["rows"]}
@@ -193,9 +193,9 @@ def test_timed_step_runs_through_language_model_task(name, tmp_path):
     our model and for the HF adapter alike, and every trainable parameter is in exactly one group."""
     if name == REFERENCE:
         pytest.importorskip("transformers")
-    cfg = variant_configs(["model=test_micro"], ["learned"])["learned"]
+    spec = variant_specs(["model=test_micro"], ["learned"])["learned"]
     batch = torch.randint(0, 512, (2, 17), generator=torch.Generator().manual_seed(0))  # (B, T+1)
-    fit = fit_steps(name, cfg, torch.device("cpu"), batch, 2, tmp_path)
+    fit = fit_steps(name, spec, torch.device("cpu"), batch, 2, tmp_path)
     rec, task, model = fit.record, fit.task, fit.task.model
     assert rec.module_type is LanguageModelTask and isinstance(task, LanguageModelTask)
     assert len(rec.wall) == len(rec.cpu) == 2 and all(t > 0 for t in rec.wall)
@@ -204,7 +204,7 @@ def test_timed_step_runs_through_language_model_task(name, tmp_path):
     assert [g["name"] for g in groups] == list(rec.optimizer_groups) == ["input", "head", "decay", "no_decay"]
     assert rec.optimizer_param_ids == _group_ids(groups)  # the very tensors, not just the same counts
     # accounting.optimizer_groups covers every trainable parameter exactly once.
-    ids = [id(p) for g in accounting.optimizer_groups(model, cfg.optim) for p in g["params"]]
+    ids = [id(p) for g in accounting.optimizer_groups(model, spec.optim.groups_settings()) for p in g["params"]]
     assert sorted(ids) == sorted(id(p) for p in model.parameters() if p.requires_grad)
     assert len(ids) == len(set(ids))
     named = dict(model.named_parameters())

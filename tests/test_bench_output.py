@@ -10,9 +10,9 @@ import math
 
 import pytest
 
-from fixedcode_study.cli.bench_output import DEFAULT_OUTPUTS, output_configs
+from fixedcode_study.cli.bench_output import DEFAULT_OUTPUTS, head_cases
 from fixedcode_study.cli.bench_output import main as bench_output_main
-from fixedcode_study.config import available, resolve_output_references
+from fixedcode_study.config import available
 from fixedcode_study.heads import output_trainable_params
 from fixedcode_study.systems.bench_output import (OutputBenchOptions, format_head_table, format_model_table,
                                                   run_head_bench, run_model_bench)
@@ -32,8 +32,8 @@ def test_every_conf_output_head_is_benchmarked_by_default():
 
 def test_head_bench_small_width():
     V, d = 512, 64
-    cfgs = output_configs([], HEADS)
-    rep = run_head_bench(cfgs, OutputBenchOptions(vocab_size=V, d_model=d, batch=2, seq=16, repeats=1, device="cpu"),
+    cases = head_cases([], HEADS)
+    rep = run_head_bench(cases, OutputBenchOptions(vocab_size=V, d_model=d, batch=2, seq=16, repeats=1, device="cpu"),
                          **QUIET)
     rows = {r["name"]: r for r in rep["rows"]}
     assert list(rows) == HEADS and rep["tokens"] == 32
@@ -41,7 +41,7 @@ def test_head_bench_small_width():
         _finite_positive(r, ("forward_ms", "backward_ms", "forward_backward_ms", "training_tokens_per_s",
                              "generation_ms", "generation_tokens_per_s", "training_flops_per_token",
                              "forward_backward_vs_untied", "generation_vs_untied"))
-        want = output_trainable_params(resolve_output_references(cfgs[name].output), V, d)
+        want = output_trainable_params(cases[name].spec.model.output, V, d)
         assert r["trainable_params"] == want, name
         assert r["optimizer_state_bytes"] == 8 * want, name  # two fp32 AdamW moments per trainable parameter
         assert r["state_bytes"] == 16 * want + r["buffer_bytes"], name  # + weight and gradient
@@ -56,7 +56,9 @@ def test_model_bench_tiny_preset_leaves_tied_out_on_a_fixed_input():
     overrides = ["model=test_micro", "train.batch_size=2", "input=binary16"]
     heads = ["untied", "tied", "bitchain"]
     said: list[str] = []
-    rep = run_model_bench(output_configs(overrides, heads),
+    cases = head_cases(overrides, heads)
+    assert [n for n, c in cases.items() if not c.usable] == ["tied"]  # a fixed input has no table to tie
+    rep = run_model_bench(cases,
                           OutputBenchOptions(batch=2, repeats=1, steps=1, warmup=0, prompt_len=4, new_tokens=2,
                                              device="cpu"), log=said.append)
     rows = {r["name"]: r for r in rep["rows"]}
@@ -64,8 +66,7 @@ def test_model_bench_tiny_preset_leaves_tied_out_on_a_fixed_input():
     for name, r in rows.items():
         _finite_positive(r, ("step_ms", "training_tokens_per_s", "generation_ms", "generation_tokens_per_s",
                              "trainable_params", "optimizer_state_bytes", "state_bytes", "first_loss"))
-        assert r["head_trainable_params"] == output_trainable_params(
-            resolve_output_references(output_configs(overrides, [name])[name].output), 512, 64), name
+        assert r["head_trainable_params"] == output_trainable_params(cases[name].spec.model.output, 512, 64), name
         # AdamW's two fp32 moments per trainable parameter, plus a step counter per tensor
         assert 8 * r["trainable_params"] <= r["optimizer_state_bytes"] <= 8 * r["trainable_params"] + 4096, name
     assert rows["untied"]["trainable_params"] - rows["bitchain"]["trainable_params"] == \

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 import fixedcode_study.inputs
 from fixedcode_study.build import build_model
+from fixedcode_study.spec import OptimSpec
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.inputs import FixedBinaryCode, GF2Code, LearnedEmbedding, build_input, minimal_code_width
 from fixedcode_study.inputs.gf2 import gf2_inverse, gf2_matmul, gf2_rank
@@ -103,8 +104,8 @@ def expected_code(kind: str, layer, vocab: int, d_model: int) -> torch.Tensor:
 def training_optimizer(model) -> torch.optim.Optimizer:
     """The optimizer training builds (LanguageModelTask's AdamW groups), at a large learning rate
     and with decay on the input group, so a trainable code would visibly move."""
-    optim = {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1, "weight_decay_input": True,
-             "weight_decay_head": True, "warmup_fraction": 0.0, "min_lr_ratio": 0.1}
+    optim = OptimSpec.of({"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1, "weight_decay_input": True,
+                          "weight_decay_head": True, "warmup_fraction": 0.0, "min_lr_ratio": 0.1})
     task = LanguageModelTask(model, optim, max_steps=8, tokens_per_step=64,
                              token_bytes=torch.ones(MICRO["vocab_size"]))
     return task.configure_optimizers()["optimizer"]

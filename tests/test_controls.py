@@ -16,7 +16,6 @@ from fixedcode_study.spec.description import describe as describe_spec
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.inputs import build_input
 from fixedcode_study.model import ModelConfig
-from fixedcode_study.spec.plan import plan_batch
 
 
 def describe(cfg):
@@ -119,9 +118,9 @@ def test_isoflop_control_trains_the_size_matched_model_on_learneds_training_flop
 
 def test_training_plan_applies_the_flop_matched_budget():
     """The plan (spec/plan.py) trains the isoflop arm on the reduced budget, within one step."""
-    learned = plan_batch(compose_config(["model=cpu_tiny", "input=learned"]))
+    learned = JobSpec.from_cfg(compose_config(["model=cpu_tiny", "input=learned"])).plan
     cfg = compose_config(["model=cpu_tiny", "input=binary16_sizematched_isoflop"])
-    plan = plan_batch(cfg)
+    plan = JobSpec.from_cfg(cfg).plan
     tokens = flop_matched_tokens(cfg.model, cfg.input, int(cfg.train.tokens), int(cfg.train.seq_len))
     assert plan.max_steps < learned.max_steps
     assert 0 <= plan.max_steps * plan.tokens_per_step - tokens < plan.tokens_per_step

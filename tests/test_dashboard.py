@@ -20,6 +20,7 @@ from fixedcode_study.analysis.__main__ import main
 from fixedcode_study.analysis.errors import AnalysisError
 from fixedcode_study.analysis.read.runs import build_study, collect_run_dirs
 from fixedcode_study.record.jobdir import JobDir
+from fixedcode_study.spec import WandbSpec
 from fixedcode_study.training.loggers import (
     WandbMirror,
     read_wandb_log,
@@ -151,7 +152,7 @@ def test_x_axis_is_what_the_training_runs_define(tmp_path):
     """A real WandbMirror run: curves are defined against the dashboard's x axis, summaries stay plain numbers."""
     job_dir = write_job(tmp_path / "multirun" / "main", "gf2", 1, val_ppl=61.0, val_bpb=1.93)
     record = json.loads((job_dir / "results.json").read_text())
-    mirror = WandbMirror({"project": PROJECT, "entity": None, "mode": "offline"}, JobDir(job_dir), run_id="dashmirror01",
+    mirror = WandbMirror(WandbSpec(PROJECT, None, "offline"), JobDir(job_dir), run_id="dashmirror01",
                          run_name=f"main/{job_dir.name}", group="main", job_type="gf2", tags=["input:gf2"],
                          config={**record["config"], "input_props": record["input_props"]})
     assert mirror.sync_history() > 0

@@ -101,7 +101,7 @@ def test_fsdp_on_cpu_and_a_gpu_trainer_without_a_gpu_are_one_line_refusals(tmp_p
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU")
     with pytest.raises(ConfigError, match=r"trainer\.accelerator: gpu asks for a CUDA GPU and torch sees none"):
-        run_job(compose_config(["trainer=gpu", "model=test_micro", f"out_root={tmp_path}"]), tmp_path / "job")
+        run_job(JobSpec.from_cfg(compose_config(["trainer=gpu", "model=test_micro", f"out_root={tmp_path}"])), tmp_path / "job")
     assert not list(tmp_path.glob("**/results.json"))  # refused before the record was opened
 
 
@@ -117,11 +117,12 @@ def test_a_sharded_fsdp_last_ckpt_folder_is_read_for_resume(tmp_path):
 
     from fixedcode_study.config import compose as compose_config
     from fixedcode_study.record.jobdir import JobDir
+    from fixedcode_study.spec import JobSpec
     from fixedcode_study.training.job import run_job
     from fixedcode_study.training.resume import checkpoint_fingerprint, checkpoint_step
 
-    trained = run_job(compose_config([*TINY, "checkpoint.every_steps=4", "checkpoint.keep_every_steps=4",
-                                      f"out_root={tmp_path}"]), tmp_path / "trained")
+    trained = run_job(JobSpec.from_cfg(compose_config([*TINY, "checkpoint.every_steps=4", "checkpoint.keep_every_steps=4",
+                                      f"out_root={tmp_path}"])), tmp_path / "trained")
     snapshot = JobDir(tmp_path / "trained").snapshot(4)
     checkpoint = torch.load(snapshot, map_location="cpu", weights_only=True)
     fingerprint = checkpoint["fixedcode_fingerprint"]

@@ -19,6 +19,7 @@ from helpers.distributed import only_job, start, stop, wait_for
 from fixedcode_study.config import compose, job_key
 from fixedcode_study.record.jobdir import JobDir
 from fixedcode_study.spec.runtime import determinism
+from fixedcode_study.spec import JobSpec
 from fixedcode_study.training.job import run_job
 
 ARGS = ["model=test_micro", "seed=1", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",
@@ -33,14 +34,14 @@ def job_in(root, study, extra=()):
 
 def test_reusing_a_job_whose_runtime_was_not_bitwise_says_so(tmp_path, capsys):
     cfg, source = job_in(tmp_path, "a")
-    assert run_job(cfg, source.path).record["runtime"]["deterministic"]["bitwise"] is True
+    assert run_job(JobSpec.from_cfg(cfg), source.path).record["runtime"]["deterministic"]["bitwise"] is True
     # The same job trained on a GPU machine into the shared out_root records this:
     record = json.loads(source.results.read_text())
     record["runtime"]["deterministic"] = determinism("gpu", compiled=False, threads=1, world=1)
     source.results.write_text(json.dumps(record))
     capsys.readouterr()
     cfg, job = job_in(tmp_path, "b")
-    adopted = run_job(cfg, job.path)
+    adopted = run_job(JobSpec.from_cfg(cfg), job.path)
     said = capsys.readouterr()
     out = said.out + said.err
     assert adopted.record["reused_from"]["job_dir"] == str(source.path.resolve())
@@ -59,7 +60,7 @@ def test_a_resume_at_another_thread_count_says_it_is_not_bitwise(tmp_path, capsy
     capsys.readouterr()
     before = torch.get_num_threads()
     try:
-        outcome = run_job(compose([*args[:-2], "threads=2", f"out_root={tmp_path}"]), job)
+        outcome = run_job(JobSpec.from_cfg(compose([*args[:-2], "threads=2", f"out_root={tmp_path}"])), job)
     finally:
         torch.set_num_threads(before)
     said = capsys.readouterr()

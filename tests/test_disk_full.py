@@ -30,6 +30,7 @@ from fixedcode_study.config import compose
 from fixedcode_study.errors import WriteFailed
 from fixedcode_study.record.atomic import atomic_file, write_text
 from fixedcode_study.record.checkpoint import save_checkpoint
+from fixedcode_study.spec import JobSpec
 
 CKPT_EVERY_4 = ["checkpoint.every_steps=4"]
 
@@ -76,7 +77,7 @@ def _tiny_model():
 def test_final_weights_get_the_mode_every_record_file_has(tmp_path):
     model, cfg = _tiny_model()
     (tmp_path / "tokenizer.json").write_text("{}")
-    ckpt = save_checkpoint(tmp_path / "final", model, cfg.model, cfg.input, tmp_path / "tokenizer.json")
+    ckpt = save_checkpoint(tmp_path / "final", model, JobSpec.from_cfg(cfg).checkpoint_config(), tmp_path / "tokenizer.json")
     want = 0o666 & ~_umask()
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in ckpt.iterdir()}
     assert modes == {"model.safetensors": want, "config.json": want, "tokenizer.json": want}
@@ -87,12 +88,12 @@ def test_final_save_past_the_file_size_limit_names_the_file_and_keeps_the_old_on
     model, cfg = _tiny_model()
     (tmp_path / "tokenizer.json").write_text("{}")
     target = tmp_path / "checkpoints" / "final"
-    save_checkpoint(target, model, cfg.model, cfg.input, tmp_path / "tokenizer.json")
+    save_checkpoint(target, model, JobSpec.from_cfg(cfg).checkpoint_config(), tmp_path / "tokenizer.json")
     before = load_file(target / "model.safetensors")
     with torch.no_grad():
         next(model.parameters()).add_(1.0)
     with file_size_limit(64 * 1024), pytest.raises(WriteFailed) as failed:
-        save_checkpoint(target, model, cfg.model, cfg.input, tmp_path / "tokenizer.json")
+        save_checkpoint(target, model, JobSpec.from_cfg(cfg).checkpoint_config(), tmp_path / "tokenizer.json")
     assert failed.value.filename == str(target / "model.safetensors")
     assert str(failed.value).startswith(f"file too large writing {target / 'model.safetensors'}; ")
     assert _leftovers(tmp_path) == []

@@ -185,11 +185,12 @@ def test_checkpoint_whose_config_does_not_match_its_weights_fails_clearly(learne
     bad = tmp_path / "bad"
     shutil.copytree(learned, bad)
     config = json.loads((bad / "config.json").read_text())
-    config["model"]["n_layer"] = 3
+    built = config["spec"]["model"]["config"]  # the architecture the load builds: the stored spec's
+    built["n_layer"] = 3
     (bad / "config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match=r"^checkpoint: config.json does not match model.safetensors \(missing"):
         FixedCodeLM(checkpoint=bad)
-    config["model"]["n_layer"], config["model"]["d_ff"] = 2, 96
+    built["n_layer"], built["d_ff"] = 2, 96
     (bad / "config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match=r"shape of .*: weights .* vs config"):
         FixedCodeLM(checkpoint=bad)

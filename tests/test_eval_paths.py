@@ -17,7 +17,7 @@ from fixedcode_study.cli.evaluate import compose_eval_config  # noqa: E402
 from fixedcode_study.evaluation.harness import evaluate_checkpoint, run_suite  # noqa: E402
 from fixedcode_study.hub.export import export_checkpoint  # noqa: E402
 from fixedcode_study.hub.external import evaluate_external  # noqa: E402
-from fixedcode_study.spec.evaluation import CONTEXT_RULE, eval_settings  # noqa: E402
+from fixedcode_study.spec.evaluation import CONTEXT_RULE  # noqa: E402
 
 TASKS = ["piqa", "arc_easy"]
 
@@ -43,7 +43,5 @@ def test_hf_export_and_adapter_agree_on_continuations_longer_than_the_context(tm
     from lm_eval.models.huggingface import HFLM
 
     plain = HFLM(pretrained=str(folder), tokenizer=str(folder), trust_remote_code=True, batch_size=16, device="cpu")
-    settings = eval_settings(cfg)
-    settings["data_dir"] = str(SHARED_EVAL)
     with pytest.raises(AssertionError):
-        run_suite(plain, settings)
+        run_suite(plain, cfg.with_paths(data_dir=str(SHARED_EVAL)))

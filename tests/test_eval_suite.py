@@ -20,6 +20,7 @@ from fixedcode_study.errors import ConfigError
 from fixedcode_study.evaluation.tasks import write_tasks
 from fixedcode_study.evaluation.tasks.builtin import HELDOUT_LASTWORD, HELDOUT_PPL, derive_files, lastword_passages
 from fixedcode_study.cli.evaluate import compose_eval_config
+from fixedcode_study.spec import EvalSpec
 from fixedcode_study.evaluation.harness import evaluate_checkpoint, wandb_metrics
 from fixedcode_study.evaluation.lm import FixedCodeLM
 
@@ -34,10 +35,8 @@ def trained():
 
 
 def builtin_cfg(**overrides):
-    cfg = compose_eval_config(["eval=builtin"])
-    for key, value in overrides.items():
-        cfg[key] = value
-    return cfg
+    """eval=builtin with some settings replaced, validated as a job's spec validates them."""
+    return EvalSpec.of({**compose_eval_config(["eval=builtin"]).record(), **overrides})
 
 
 def test_builtin_tasks_score_held_out_documents_like_wikitext(trained, tmp_path):
@@ -216,7 +215,7 @@ def test_paper_suite_matches_hflm_task_for_task(tmp_path):
     theirs = build_record(lm_eval.simple_evaluate(
         model=hflm, tasks=tasks, task_manager=TaskManager(include_path=str(folder.include_path), include_defaults=False),
         num_fewshot=0, limit=40, bootstrap_iters=1000, log_samples=False,
-    ), {**ours["settings"], "name": "paper", "tasks": tasks, "metrics": PAPER_METRICS})
+    ), EvalSpec.of({**ours["settings"], "name": "paper", "tasks": tasks, "metrics": PAPER_METRICS}))
     for task in tasks:
         for metric, value in ours["tasks"][task].items():
             if value is not None and not metric.endswith("_stderr"):

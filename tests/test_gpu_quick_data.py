@@ -124,7 +124,8 @@ def test_the_local_copy_changes_only_the_dataset_location_and_tokenizer(local_co
 def test_pretokenize_then_train_offline(local_copy, tmp_path, monkeypatch):
     from tokenizers import Tokenizer
 
-    from fixedcode_study.training.job import train_job
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.training.job import run_job
 
     root, texts, data = local_copy
     cache = tmp_path / "cache"
@@ -152,7 +153,7 @@ def test_pretokenize_then_train_offline(local_copy, tmp_path, monkeypatch):
             "train.batch_size=4", "train.val_points=1", "train.log_every=4", "train.val_batch_size=4",
             "train.compile=false"]
     overrides = ["experiment=gpu_quick", *data, *tiny]
-    record = train_job(compose(overrides), tmp_path / "job", overrides)
+    record = run_job(JobSpec.from_cfg(compose(overrides)), tmp_path / "job", overrides).record
     assert record["status"] == "completed" and record["steps"] == 16
     assert record["data"]["cache_key"] == manifest["cache_key"]  # the shards pretokenize wrote
     assert (out / "manifest.json").stat().st_mtime_ns == stamp  # found, not tokenized again

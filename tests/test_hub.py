@@ -157,14 +157,15 @@ def test_an_outside_llama_is_evaluated_into_a_reference_row_beside_trained_runs(
     from fixedcode_study.analysis.report import write_report
 
     from fixedcode_study.config import compose
-    from fixedcode_study.training.job import train_job
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.training.job import run_job
 
     folder, prepared = outside_llama
     study = tmp_path / "multirun" / "main"
     eval_args = ["eval=builtin", "eval.limit=6", "eval.bootstrap_iters=0", f"eval.prepared_root={prepared}"]
     cfg = compose(["model=test_micro", "logger=csv", "train.tokens=2048", "train.batch_size=8", "train.val_points=1",
                    f"data.cache_dir={prepared.parent}", *eval_args])
-    assert train_job(cfg, study / "input=learned,seed=1")["status"] == "completed"
+    assert run_job(JobSpec.from_cfg(cfg), study / "input=learned,seed=1").record["status"] == "completed"
     assert evaluate_cli.main([f"hf={folder}", *eval_args, f"study={study}"]) == 0
     records = list(study.glob("external/*/external.json"))
     assert len(records) == 1

@@ -22,8 +22,8 @@ import pytest
 from helpers.cli import run_cli
 from helpers.distributed import cli, results, start, stop
 
-from fixedcode_study.config import compose
-from fixedcode_study.studies.launcher import available_cores, plan_workers
+from fixedcode_study.config import compose, job_config
+from fixedcode_study.studies.planning import available_cores, plan_workers
 
 SMALL = ["model=test_micro", "logger=csv", "train.tokens=8192", "train.batch_size=8", "train.val_points=2"]
 TRAINING = re.compile(r"^\[run\] job (\S+): training, attempt (\d+) \(pid (\d+)\)$")
@@ -106,16 +106,16 @@ def test_terminal_shows_a_start_and_a_result_line_per_job_and_no_bars(sweep):
 
 
 def test_auto_sizes_the_pool_from_cores_threads_and_the_trainer():
-    cpu = [compose([f"seed={s}"]) for s in range(9)]
+    cpu = [job_config(compose([f"seed={s}"])) for s in range(9)]
     assert plan_workers(cpu, cores=2) == (2, 1)        # the 2-core box: two jobs, one thread each
     assert plan_workers(cpu, cores=3) == (3, 1)
     assert plan_workers(cpu, cores=16) == (8, 2)
     assert plan_workers(cpu[:3], cores=16) == (3, 2)    # never more workers than jobs
     assert plan_workers(cpu[:1], cores=16) == (1, 2)    # one job: in the sweep's process, as basic
     assert plan_workers(cpu, n_jobs=3, cores=2) == (3, 1) and plan_workers(cpu, threads_per_job=2, cores=8) == (4, 2)
-    assert plan_workers([compose(["threads=4"])] * 4, cores=8) == (2, 4)   # a job's own thread count counts
+    assert plan_workers([job_config(compose(["threads=4"]))] * 4, cores=8) == (2, 4)   # a job's own thread count counts
     for trainer in ("ddp_spawn", "gpu", "ddp_cpu"):       # GPUs or several ranks per job: one job at a time
-        assert plan_workers([compose([f"trainer={trainer}"])] * 4, cores=16)[0] == 1
+        assert plan_workers([job_config(compose([f"trainer={trainer}"]))] * 4, cores=16)[0] == 1
 
 
 def test_a_reused_job_is_reported_as_reused(capsys):

@@ -21,7 +21,7 @@ from fixedcode_study.accounting import optimizer_group, optimizer_groups, parame
 from fixedcode_study.build import build_model
 from fixedcode_study.config import available, compose
 from helpers.layout import (CHECKOUT_ALIAS, Source, compose_calls, find_cycle, import_graph, long_commands,
-                            read_modules, upward_imports)
+                            omegaconf_imports, read_modules, upward_imports)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "fixedcode_study"
@@ -67,6 +67,13 @@ def test_command_modules_are_thin():
 def test_only_the_front_door_composes_configs():
     """config.compose / hydra's compose API run in cli/ (and config.py, which wraps them) alone."""
     offenders = compose_calls(SOURCES)
+    assert not offenders, "\n".join(offenders)
+
+
+def test_nothing_below_the_front_door_imports_omegaconf():
+    """Below cli/ (and config.py, which composes) a job is its JobSpec and plain data: no DictConfig
+    travels there, and no module can take one without importing omegaconf (lazy imports count)."""
+    offenders = omegaconf_imports(EVERYTHING)
     assert not offenders, "\n".join(offenders)
 
 
@@ -169,6 +176,22 @@ def test_compose_rule_sees_planted_compositions():
         "fixedcode_study.systems.bench:5 initialize_config_dir()",
         "fixedcode_study.systems.bench:6 compose_variant()",
         "fixedcode_study.systems.bench:6 hydra_compose()",
+    ]
+
+
+def test_omegaconf_rule_sees_planted_imports():
+    planted = _plant({
+        "fixedcode_study.training.job": "from omegaconf import DictConfig\n",
+        "fixedcode_study.studies.launcher": "def f():\n    from omegaconf import open_dict\n",  # lazy
+        "fixedcode_study.systems.bench": "import omegaconf.errors as e\n",
+        "fixedcode_study.record.reuse": "from .omegaconf import x\n",  # a relative module of that name: ours
+        "fixedcode_study.config": "from omegaconf import OmegaConf\n",  # the module that composes
+        "fixedcode_study.cli.run": "from omegaconf import DictConfig\n",  # the front door
+    })
+    assert [o.split(" (")[0] for o in omegaconf_imports(planted)] == [
+        "fixedcode_study.studies.launcher:2 from omegaconf import ...",
+        "fixedcode_study.systems.bench:1 import omegaconf.errors",
+        "fixedcode_study.training.job:1 from omegaconf import ...",
     ]
 
 

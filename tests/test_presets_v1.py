@@ -124,16 +124,16 @@ def paper_v1_jobs() -> list:
 
 def test_paper_v1_study_is_learned_binary16_and_affine_gf2_times_three_seeds():
     jobs = paper_v1_jobs()
-    arms = sorted((j.cfg.input.name, bool(j.cfg.input.get("affine", False)), j.cfg.seed) for j in jobs)
+    arms = sorted((j.spec.input_name, bool(j.spec.model.input.get("affine", False)), j.spec.seed) for j in jobs)
     assert arms == sorted((name, name == "gf2", s) for name in ("learned", "binary16", "gf2") for s in (1, 2, 3))
-    assert {j.cfg.model.name for j in jobs} == {"paper_v1"} and {j.cfg.model.mlp for j in jobs} == {"gelu"}
+    assert {j.spec.model_name for j in jobs} == {"paper_v1"} and {j.spec.model.preset.mlp for j in jobs} == {"gelu"}
 
 
 def test_paper_v1_gf2_code_is_affine_full_rank_and_uses_every_16_bit_word():
     """At V = 2^16 the affine map A c xor b is a bijection of {0,1}^16: every code word is a token.
     describe (meta device) reports what the job's record carries (input.properties() of the real
     build), and both agree with a brute-force check of the code."""
-    gf2 = next(j for j in paper_v1_jobs() if j.cfg.input.name == "gf2" and j.cfg.seed == 1)
+    gf2 = next(j for j in paper_v1_jobs() if j.spec.input_name == "gf2" and j.spec.seed == 1)
     spec = JobSpec.from_cfg(compose_config(gf2.overrides))  # the job's config, as its run composes it
     props = describe_spec(spec)["input_props"]
     mcfg = spec.model.config
@@ -179,7 +179,7 @@ def test_gpu_quick_is_one_gpu_bf16_smollm2_on_fineweb_edu():
     assert cfg.data.source == "hf" and cfg.data.tokenizer == "HuggingFaceTB/SmolLM2-135M"
     assert (cfg.data.dataset.path, cfg.data.dataset.name) == ("HuggingFaceFW/fineweb-edu", "sample-10BT")
     jobs = sweep_command.plan(studies.load_study("gpu_quick"))
-    assert sorted((j.cfg.input.name, j.cfg.seed) for j in jobs) == sorted(
+    assert sorted((j.spec.input_name, j.spec.seed) for j in jobs) == sorted(
         (i, s) for i in ("learned", "binary16", "gf2") for s in (1, 2, 3))
 
 
@@ -199,9 +199,10 @@ TINY = ["model=test_micro", "+model.mlp=gelu", "input=binary16", "logger=csv", "
 
 def test_a_gelu_job_trains_and_records_its_mlp(tmp_path):
     from fixedcode_study.record.checkpoint import load_checkpoint
-    from fixedcode_study.training.job import train_job
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.training.job import run_job
 
-    record = train_job(compose_config(TINY), tmp_path / "job", TINY)
+    record = run_job(JobSpec.from_cfg(compose_config(TINY)), tmp_path / "job", TINY).record
     assert record["status"] == "completed" and record["steps"] == 16
     assert record["config"]["model"]["mlp"] == "gelu"
     assert record["fingerprint"]["settings"]["model.mlp"] == "gelu"
@@ -228,8 +229,8 @@ def test_hugging_face_conversion_refuses_gelu_in_one_line():
 def test_bench_reference_refuses_gelu_in_one_line():
     from fixedcode_study.systems.bench import BenchOptions, preflight
 
-    cfg = compose_config(TINY)
+    spec = JobSpec.from_cfg(compose_config(TINY))
     with pytest.raises(ConfigError) as err:
-        preflight({"binary16": cfg}, BenchOptions(device="cpu"), compose_config([*TINY, "input=learned"]))
+        preflight({"binary16": spec}, BenchOptions(device="cpu"), JobSpec.from_cfg(compose_config([*TINY, "input=learned"])))
     assert err.value.field == "model.mlp" and "--no-reference" in str(err.value) and "\n" not in str(err.value)
-    preflight({"binary16": cfg}, BenchOptions(device="cpu", reference=False), None)  # without the reference: fine
+    preflight({"binary16": spec}, BenchOptions(device="cpu", reference=False), None)  # without the reference: fine

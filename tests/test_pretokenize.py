@@ -183,7 +183,8 @@ def test_cli_pretokenizes_and_training_runs_from_the_directory(corpus, tmp_path)
     from hydra import compose, initialize_config_dir
 
     from fixedcode_study.config import CONFIG_DIR
-    from fixedcode_study.training.job import train_job
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.training.job import run_job
 
     root, _ = corpus
     out = tmp_path / "pretok"
@@ -201,7 +202,7 @@ def test_cli_pretokenizes_and_training_runs_from_the_directory(corpus, tmp_path)
                  "train.val_batch_size=16"]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
-    record = train_job(cfg, tmp_path / "job", overrides)
+    record = run_job(JobSpec.from_cfg(cfg), tmp_path / "job", overrides).record
     assert record["status"] == "completed" and record["steps"] == 16
     assert record["data"]["cache_key"] == manifest["cache_key"]
     assert record["data"]["tokenizer_vocab_size"] == manifest["tokenizer_vocab_size"] <= record["data"]["vocab_size"] == 512

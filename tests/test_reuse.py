@@ -20,10 +20,11 @@ from helpers.cli import Completed, run_cli
 from fixedcode_study.config import compose, job_key
 from fixedcode_study.record.jobdir import JobDir
 from fixedcode_study.record.reuse import adopt_completed, completed_sources
+from fixedcode_study.spec import JobSpec
 from fixedcode_study.training import job as job_module
-from fixedcode_study.training.job import job_fingerprint, run_job
+from fixedcode_study.training.decide import REUSE, TRAIN, decide
+from fixedcode_study.training.job import run_job
 from fixedcode_study.training.loggers import read_wandb_log, wandb_logs
-from fixedcode_study.spec.plan import plan_batch
 from helpers import SMALL_VAL
 
 # 16 optimizer steps, two validations, fp32 (bf16 is emulated, and slow, on CPUs without it).
@@ -76,7 +77,7 @@ def studies(tmp_path_factory):
     """Study a trains the job (logger=wandb, offline); study b, the same job by another name, reuses it."""
     root = tmp_path_factory.mktemp("studies")
     cfg, source = job_in(root, "a", ("logger=wandb",))
-    assert run_job(cfg, source.path).record["status"] == "completed"
+    assert run_job(JobSpec.from_cfg(cfg), source.path).record["status"] == "completed"
     # wandb-core (its own process) may still append to the run's transaction log after finish()
     # returned; its teardown waits for that, so the snapshot is of the finished source.
     import wandb
@@ -114,14 +115,14 @@ def test_a_completed_job_of_another_study_is_linked_not_retrained(studies):
     assert files_of(source.path) == studies["source_files"]  # nothing of the source was touched
     # The same command again: completed, skipped.
     cfg, job = job_in(studies["root"], "b")
-    assert job.path == reused.path and run_job(cfg, job.path).action == "skipped"
+    assert job.path == reused.path and run_job(JobSpec.from_cfg(cfg), job.path).action == "skipped"
 
 
 def test_another_setting_is_not_reused(studies, no_training):
     for extra in (("seed=2",), ("train.tokens=4096",), ("optim.lr=0.001",)):
         cfg, job = job_in(studies["root"], "c", extra)
         with pytest.raises(WouldTrain):
-            run_job(cfg, job.path)
+            run_job(JobSpec.from_cfg(cfg), job.path)
         assert not job.results.exists()
 
 
@@ -129,17 +130,17 @@ def test_reuse_false_and_force_true_train(studies, no_training):
     cfg, job = job_in(studies["root"], "d", ("reuse=false",))
     assert cfg.reuse is False and "reuse" not in job.name  # reuse= is out of the job key and the fingerprint
     with pytest.raises(WouldTrain):
-        run_job(cfg, job.path)
+        run_job(JobSpec.from_cfg(cfg), job.path)
     cfg, job = job_in(studies["root"], "d2", ("force=true",))
     with pytest.raises(WouldTrain):
-        run_job(cfg, job.path)
+        run_job(JobSpec.from_cfg(cfg), job.path)
     assert not job.results.exists() and not job.final_checkpoint.exists()
 
 
 @pytest.mark.slow  # trains the job again: the decision is covered above, CPU determinism in test_run
 def test_reuse_false_really_retrains_to_the_same_numbers(studies):
     cfg, job = job_in(studies["root"], "e", ("reuse=false",))
-    outcome = run_job(cfg, job.path)
+    outcome = run_job(JobSpec.from_cfg(cfg), job.path)
     rec = outcome.record
     assert outcome.action == "trained" and rec["status"] == "completed" and "reused_from" not in rec
     assert not os.path.samefile(weights(job), weights(studies["source"]))
@@ -159,7 +160,7 @@ def test_only_completed_trained_sources_count(studies, tmp_path, no_training):
     assert completed_sources(tmp_path, sha) == []
     cfg, job = job_in(tmp_path, "new")
     with pytest.raises(WouldTrain):
-        run_job(cfg, job.path)
+        run_job(JobSpec.from_cfg(cfg), job.path)
     # ... while a completed copy is found, also in the single-run layout (runs/<name>/<key>/)
     shutil.copytree(source.path, tmp_path / "runs" / "single" / source.name)
     assert [j.path for j, _, _ in completed_sources(tmp_path, sha)] == [(tmp_path / "runs" / "single" / source.name)]
@@ -168,20 +169,20 @@ def test_only_completed_trained_sources_count(studies, tmp_path, no_training):
 def test_a_reuse_is_followed_to_its_original_and_outlives_it(studies, tmp_path):
     # in the module's tree: b is a reuse of a, so a third study links a
     cfg, job = job_in(studies["root"], "f")
-    assert run_job(cfg, job.path).action == "reused"
+    assert run_job(JobSpec.from_cfg(cfg), job.path).action == "reused"
     assert results(job)["reused_from"]["job_dir"] == str(studies["source"].path.resolve())
     # in a tree of its own: x trains (a copy), y reuses x, then x is deleted
     x = JobDir(tmp_path / "multirun" / "x" / studies["source"].name)
     shutil.copytree(studies["source"].path, x.path)
     cfg, y = job_in(tmp_path, "y")
-    assert run_job(cfg, y.path).action == "reused"
+    assert run_job(JobSpec.from_cfg(cfg), y.path).action == "reused"
     data = weights(y).read_bytes()
     shutil.rmtree(tmp_path / "multirun" / "x")
     assert y.is_completed() and weights(y).read_bytes() == data and weights(y).stat().st_nlink == 1
-    assert run_job(cfg, y.path).action == "skipped"
+    assert run_job(JobSpec.from_cfg(cfg), y.path).action == "skipped"
     # with the original gone, the reuse itself is the source, and the record says where it came from
     cfg, z = job_in(tmp_path, "z")
-    assert run_job(cfg, z.path).action == "reused"
+    assert run_job(JobSpec.from_cfg(cfg), z.path).action == "reused"
     via = results(z)["reused_from"]
     assert via["job_dir"] == str(y.path.resolve()) and via["original"]["job_dir"] == str(x.path.resolve())
     assert os.path.samefile(weights(z), weights(y))
@@ -200,10 +201,10 @@ def test_a_kill_before_the_record_leaves_no_result_and_the_next_run_adopts(studi
     with monkeypatch.context() as patch:
         patch.setattr(JobDir, "write_results", killed)
         with pytest.raises(Killed):
-            run_job(cfg, job.path)
+            run_job(JobSpec.from_cfg(cfg), job.path)
     assert weights(job).exists() and job.metrics.exists()  # placed, but no record: not a result
     assert not job.results.exists() and not job.is_completed()
-    outcome = run_job(cfg, job.path)
+    outcome = run_job(JobSpec.from_cfg(cfg), job.path)
     assert outcome.action == "reused" and job.is_completed()
 
 
@@ -211,13 +212,17 @@ def test_other_ranks_decide_the_same_without_touching_files(studies, tmp_path, m
     from fixedcode_study.record import reuse
 
     cfg, job = job_in(studies["root"], "rank1")
-    current = job_fingerprint(cfg, plan_batch(cfg))
+    spec = JobSpec.from_cfg(cfg)
+    decision = decide(spec, job)
+    assert decision.action == REUSE and decision.sources[0][0].path == studies["source"].path.resolve()
     monkeypatch.setattr(reuse.rank_zero_only, "rank", 1)
-    record = adopt_completed(job, cfg, [], current)
+    identity = {"sweep": spec.name, "overrides": [], "config": spec.record_config(), "spec": spec.to_json()}
+    record = adopt_completed(job, decision.sources, identity, spec.config_yaml())
     assert record["reused_from"]["job_dir"] == str(studies["source"].path.resolve())
+    assert record["spec"] == spec.to_json() and record["config"] == spec.record_config()  # this job's, not the source's
     assert not job.path.exists()
     cfg.reuse = False
-    assert adopt_completed(job, cfg, [], current) is None
+    assert decide(JobSpec.from_cfg(cfg), job).action == TRAIN  # reuse=false: trained here
 
 
 def _csv_points(job: JobDir) -> dict[tuple[int, str], float]:
@@ -230,7 +235,7 @@ def test_a_reused_job_gets_its_own_wandb_run_with_the_curves(studies):
     src = results(source)
     source_runs = files_of(source.wandb_dir)
     cfg, job = job_in(studies["root"], "w", ("logger=wandb",))
-    outcome = run_job(cfg, job.path)
+    outcome = run_job(JobSpec.from_cfg(cfg), job.path)
     rec = outcome.record
     assert outcome.action == "reused" and rec["status"] == "completed" and rec["wandb_id"] != src["wandb_id"]
     assert len(wandb_logs(job.wandb_dir, rec["wandb_id"])) == 1
@@ -246,7 +251,7 @@ def test_a_reused_job_gets_its_own_wandb_run_with_the_curves(studies):
 def test_eval_on_a_reused_job_evaluates_it_in_its_own_directory(studies):
     source = studies["source"]
     cfg, job = job_in(studies["root"], "ev", ("eval=builtin", "eval.limit=4", "eval.bootstrap_iters=0"))
-    outcome = run_job(cfg, job.path)
+    outcome = run_job(JobSpec.from_cfg(cfg), job.path)
     rec = outcome.record
     assert outcome.action == "reused" and rec["status"] == "completed", rec.get("eval")
     assert rec["reused_from"]["job_dir"] == str(source.path.resolve())
@@ -285,9 +290,9 @@ def _wandb_config(job: JobDir, run_id: str) -> dict:
 
 def test_evaluating_a_finished_job_puts_its_eval_settings_in_the_record_and_the_wandb_config(studies):
     cfg, job = job_in(studies["root"], "we", ("logger=wandb",))
-    assert run_job(cfg, job.path).action == "reused" and results(job)["config"]["eval"]["name"] == "none"
+    assert run_job(JobSpec.from_cfg(cfg), job.path).action == "reused" and results(job)["config"]["eval"]["name"] == "none"
     cfg, _ = job_in(studies["root"], "we", ("logger=wandb", "eval=builtin", "eval.limit=4", "eval.bootstrap_iters=0"))
-    outcome = run_job(cfg, job.path)
+    outcome = run_job(JobSpec.from_cfg(cfg), job.path)
     assert outcome.action == "evaluated" and outcome.record["status"] == "completed"
     rec = results(job)
     assert rec["config"]["eval"]["name"] == "builtin" and rec["config"]["eval"]["limit"] == 4

@@ -20,7 +20,8 @@ from helpers.cli import run_cli
 
 from fixedcode_study.config import compose as compose_config
 from fixedcode_study.config import job_key
-from fixedcode_study.training.job import train_job
+from fixedcode_study.spec import JobSpec
+from fixedcode_study.training.job import run_job
 
 TINY = ["model=test_micro", "train.tokens=16384", "train.val_points=3", "train.log_every=2", "train.val_batch_size=64",
         SMALL_VAL]
@@ -94,7 +95,7 @@ def test_each_job_gets_its_own_offline_wandb_run(sweep):
 
 def train_in_process(tmp_path: Path, seed: int, name: str) -> dict:
     cfg = compose_config([*TINY, "logger=csv", f"seed={seed}", "input=gf2", "train.tokens=8192"])
-    return train_job(cfg, tmp_path / name)
+    return run_job(JobSpec.from_cfg(cfg), tmp_path / name).record
 
 
 def test_same_seed_same_numbers_different_seed_different(tmp_path):
@@ -149,6 +150,46 @@ def test_eval_after_training_and_on_a_finished_job(tmp_path):
     assert 0 <= tasks["fixedcode_heldout_lastword"]["acc"] <= 1
     again = run_cli([*common, "eval=builtin", "eval.limit=4"], cwd=tmp_path)
     assert "already completed; skipping" in again.stdout
+
+
+def test_a_job_from_the_command_line_composes_once_resolves_once_and_is_evaluated_in_memory(tmp_path, monkeypatch):
+    """`run` with eval=: Hydra's compose is the only compose, the JobSpec is resolved once (gaussian16
+    names binary16: conf/input/binary16.yaml is read once, by that resolution), and the trained model
+    is evaluated as it is in memory: no weights file is read back during the job. Counted by wrapping
+    the real functions (each still runs)."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    from fixedcode_study import config
+    from fixedcode_study.record import checkpoint
+
+    calls: dict[str, int] = {}
+
+    def counted(owner, name, key):
+        real = getattr(owner, name)
+
+        def spy(*args, **kwargs):
+            calls[key] = calls.get(key, 0) + 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(owner, name, spy)
+
+    counted(ConfigLoaderImpl, "load_configuration", "hydra compose")
+    counted(config, "compose", "config.compose")
+    counted(config, "load_option", "conf/ option read")
+    counted(checkpoint, "load_file", "weights read from disk")
+    real_from_cfg = JobSpec.from_cfg.__func__
+    monkeypatch.setattr(JobSpec, "from_cfg", classmethod(lambda cls, cfg: (
+        calls.__setitem__("JobSpec.from_cfg", calls.get("JobSpec.from_cfg", 0) + 1), real_from_cfg(cls, cfg))[1]))
+    shorter = [a for a in TINY if not a.startswith("train.tokens=")] + ["train.tokens=2048"]
+    proc = run_cli(["input=gaussian16", *shorter, "logger=csv", f"out_root={tmp_path}", "eval=builtin", "eval.limit=2",
+                    "eval.bootstrap_iters=0"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert calls == {"hydra compose": 1, "JobSpec.from_cfg": 1, "conf/ option read": 1}, calls
+    (job,) = (tmp_path / "runs" / "main").iterdir()
+    res = json.loads((job / "results.json").read_text())
+    assert res["status"] == "completed" and res["eval"]["model_spec"] == "stored"
+    assert JobSpec.from_json(res["spec"]).fingerprint == res["fingerprint"]  # the resolved spec is the record's
+    assert res["spec"]["model"]["input"]["rms_reference"]["name"] == "binary16"  # stored resolved, not by name
+    assert res["config"]["input"]["rms_reference"] == "binary16"  # the config as composed
 
 
 def test_job_key_ignores_settings_that_do_not_change_the_computation():

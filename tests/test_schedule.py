@@ -12,7 +12,7 @@ import pytest
 from fixedcode_study.config import compose
 from fixedcode_study.data.prepare import prepare
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.spec.plan import plan_batch
+from fixedcode_study.spec import JobSpec, TrainSpec
 from fixedcode_study.training.schedule import ValidationSchedule, every_steps, validation_schedule, validation_steps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,26 +46,33 @@ def test_every_keeps_the_fixed_cadence_and_always_ends_on_the_last_step():
     assert every_steps(256, 64) == [64, 128, 192, 256]
     assert every_steps(100, 64) == [64, 100]  # the budget ends between two validations
     assert every_steps(10, 64) == [10]
-    train = {"val_schedule": "every", "val_every": 16, "val_points": 99}
-    assert validation_schedule(train, 40) == [16, 32, 40]
-    with pytest.raises(KeyError, match="val_schedule"):  # a default is declared once, in conf/config.yaml
-        validation_schedule({"val_every": 16}, 40)
+    assert validation_schedule("every", 99, 16, 40) == [16, 32, 40]  # only the chosen schedule's count is read
+    spec = JobSpec.from_cfg(compose(["model=test_micro", "train.val_schedule=every", "train.val_every=16",
+                                     "train.tokens=40960", "train.batch_size=16"]))  # 40 steps of 1024 tokens
+    assert spec.validation_steps == (16, 32, 40)
+    with pytest.raises(ConfigError, match=r"^train.val_schedule: is missing"):  # a default is declared once, in conf/
+        TrainSpec.of({k: v for k, v in spec.train.to_json().items() if k != "val_schedule"})
 
 
 def test_bad_schedule_settings_are_one_line_config_errors():
     with pytest.raises(ConfigError, match=r"^train.val_schedule: unknown schedule 'linear'"):
-        validation_schedule({"val_schedule": "linear", "val_every": 4, "val_points": 4}, 10)
+        validation_schedule("linear", 4, 4, 10)
     with pytest.raises(ConfigError, match=r"^train.val_points: 0 is below 1"):
-        validation_schedule({"val_schedule": "log", "val_points": 0}, 10)
+        validation_schedule("log", 0, 4, 10)
     with pytest.raises(ConfigError, match=r"^train.val_every"):
-        validation_schedule({"val_schedule": "every", "val_every": 0}, 10)
+        validation_schedule("every", 4, 0, 10)
+    # the spec refuses them where it is built, before any schedule is computed
+    for bad, message in (("train.val_schedule=linear", r"^train.val_schedule: unknown schedule 'linear'"),
+                         ("train.val_points=0", r"^train.val_points: 0 is not an integer >= 1"),
+                         ("train.val_every=0", r"^train.val_every")):
+        with pytest.raises(ConfigError, match=message):
+            JobSpec.from_cfg(compose(["model=test_micro", bad]))
 
 
 def test_the_cpu_default_validates_at_least_twelve_times():
-    cfg = compose([])
-    plan = plan_batch(cfg)
-    steps = validation_schedule(cfg.train, plan.max_steps)
-    assert cfg.train.val_schedule == "log" and len(steps) >= 12, steps
+    spec = JobSpec.from_cfg(compose([]))
+    plan, steps = spec.plan, list(spec.validation_steps)
+    assert spec.train.val_schedule == "log" and len(steps) >= 12, steps
     assert steps[-1] == plan.max_steps
     # dense early: a quarter of the points within the first 2% of training
     assert sum(s <= 0.02 * plan.max_steps for s in steps) >= len(steps) // 4

@@ -10,6 +10,7 @@ model's, so such a job carried two FLOPs figures.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,9 @@ import torch
 
 from fixedcode_study.accounting import flops_per_token
 from fixedcode_study.build import build_decoder
-from fixedcode_study.config import CONFIG_DIR, compose
+from fixedcode_study.config import CONFIG_DIR, compose, job_config
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.spec import JobSpec
+from fixedcode_study.spec import JobSpec, TrainSpec
 from fixedcode_study.training.job import run_job
 
 SIZE_MATCHED = sorted(p.stem for p in Path(CONFIG_DIR, "input").glob("*sizematched*.yaml"))
@@ -74,7 +75,7 @@ def test_the_spec_is_frozen_and_resolves_input_references():
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.seed = 2  # type: ignore[misc]
     assert spec.model.input["init_code"]["type"] == "binary"  # binary16's settings, from conf/input
-    assert spec.config["input"]["init_code"] == "binary16"  # the record keeps the config as composed
+    assert spec.composed["input"]["init_code"] == "binary16"  # the record keeps the config as composed
     assert spec.fingerprint["settings"]["input.init_code.code_width"] == 16  # hashed as resolved
     assert spec.validation_steps[-1] == spec.plan.max_steps
     assert spec.checkpoint.preempt_signals == ("SIGTERM", "SIGUSR1", "SIGUSR2") and spec.eval is None
@@ -87,24 +88,77 @@ def test_the_spec_is_frozen_and_resolves_input_references():
     ("checkpoint.preempt_signals=[SIGNOPE]", "checkpoint.preempt_signals"),
     ("input.type=embedding", "input.type"),
     ("+input.bogus=1", "input.bogus"),
+    ("optim.lr=nan", "optim.lr"),
+    ("optim.betas=[0.9,1.5]", "optim.betas[1]"),
+    ("data.val_fraction=1.5", "data.val_fraction"),
+    ("train.global_batch_tokens=0", "train.global_batch_tokens"),
+    ("train.seq_len=65", "train.seq_len"),  # above test_micro's max_seq_len
+    ("trainer.gradient_clip_val=-1", "trainer.gradient_clip_val"),
+    ("logger.wandb.mode=sometimes", "logger.wandb.mode"),
+    ("+train.typo=1", "train.typo"),  # a key no spec knows is refused, not carried along unread
+    ("+optim.typo=1", "optim.typo"),
+    ("+checkpoint.typo=1", "checkpoint.typo"),
+    ("+typo=1", "typo"),
 ])
 def test_bad_settings_stop_at_resolution_with_one_line(override, field):
     with pytest.raises(ConfigError) as err:
-        JobSpec.from_cfg(compose(["model=test_micro", "logger=csv", override]))
+        JobSpec.from_cfg(compose(["model=test_micro", override]))
     assert err.value.field == field and "\n" not in str(err.value)
 
 
 def test_eval_settings_are_validated_at_resolution():
     spec = JobSpec.from_cfg(compose(["model=test_micro", "logger=csv", "eval=builtin", "eval.limit=4"]))
-    assert spec.eval_name == "builtin" and spec.eval["limit"] == 4 and spec.eval["batch_size"] == 32
+    assert spec.eval_name == "builtin" and spec.eval.limit == 4 and spec.eval.batch_size == 32
     with pytest.raises(ConfigError, match=r"^eval.batch_size"):
         JobSpec.from_cfg(compose(["model=test_micro", "logger=csv", "eval=builtin", "eval.batch_size=0"]))
 
 
 def test_a_key_missing_from_the_composed_config_is_named_not_defaulted():
-    from omegaconf import OmegaConf
-
-    config = OmegaConf.to_container(compose(["model=test_micro", "logger=csv"]), resolve=True)
+    config = job_config(compose(["model=test_micro", "logger=csv"]))
     del config["checkpoint"]["resume"]
-    with pytest.raises(KeyError, match="resume"):
+    with pytest.raises(ConfigError, match=r"^checkpoint.resume: is missing from the composed config"):
         JobSpec.from_cfg(config)
+
+
+ROUND_TRIPS = [[], ["input=gaussian16"], ["input=learned_codestats"], ["input=binary16_sizematched_isoflop", "eval=builtin"],
+               ["output=fixed"], ["input=gf2", "output=bitchain_gf2"], ["logger=csv", "train.global_batch_tokens=2048"],
+               ["trainer=fsdp"], ["experiment=gpu_quick"], ["experiment=paper_v1"]]
+
+
+@pytest.mark.parametrize("overrides", ROUND_TRIPS, ids=lambda o: " ".join(o) or "defaults")
+def test_the_spec_round_trips_through_json_exactly(overrides):
+    """JobSpec.to_json -> JSON text -> from_json gives an equal spec, typed as before (tuples stay
+    tuples, parts stay their classes), and the same text again: what results.json and every
+    checkpoint store is the spec itself."""
+    spec = JobSpec.from_cfg(compose(overrides))
+    text = json.dumps(spec.to_json(), sort_keys=True)
+    back = JobSpec.from_json(json.loads(text))
+    assert back == spec and json.dumps(back.to_json(), sort_keys=True) == text
+    assert isinstance(back.train, TrainSpec) and isinstance(back.model.config, type(spec.model.config))
+    assert isinstance(back.validation_steps, tuple) and isinstance(back.checkpoint.preempt_signals, tuple)
+    assert (back.eval is None) == (spec.eval is None) and back.fingerprint == spec.fingerprint
+
+
+def test_every_part_checks_itself_where_it_is_built():
+    """The parts validate in __post_init__: one built directly (here by dataclasses.replace) is
+    checked like one the front door builds."""
+    spec = JobSpec.from_cfg(compose(["model=test_micro"]))
+    for part, change, field in ((spec.optim, {"lr": float("nan")}, "optim.lr"),
+                                (spec.train, {"val_schedule": "linear"}, "train.val_schedule"),
+                                (spec.train, {"tokens": 0}, "train.tokens"),
+                                (spec.checkpoint, {"preempt_signals": ("SIGNOPE",)}, "checkpoint.preempt_signals"),
+                                (spec.eval or JobSpec.from_cfg(compose(["eval=builtin"])).eval, {"batch_size": 0},
+                                 "eval.batch_size")):
+        with pytest.raises(ConfigError) as err:
+            dataclasses.replace(part, **change)
+        assert err.value.field == field and "\n" not in str(err.value)
+
+
+def test_a_new_data_key_reaches_data_and_the_fingerprint_unchanged():
+    """DataSpec carries the data group whole: a key conf/data gains (e.g. a split rule) is read by
+    data/ and hashed, with no change to the spec."""
+    plain_spec = JobSpec.from_cfg(compose(["model=test_micro"]))
+    spec = JobSpec.from_cfg(compose(["model=test_micro", "+data.split=document_hash"]))
+    assert spec.data.settings["split"] == "document_hash" and spec.data.name == "shakespeare"
+    assert spec.fingerprint["settings"]["data.split"] == "document_hash"
+    assert spec.fingerprint["settings_sha"] != plain_spec.fingerprint["settings_sha"]

@@ -14,9 +14,8 @@ from fixedcode_study.build import build_model
 from fixedcode_study.config import compose
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.model import attention
-from fixedcode_study.training.job import compiles, job_fingerprint, run_job
 from fixedcode_study.spec import JobSpec
-from fixedcode_study.spec.plan import plan_batch
+from fixedcode_study.training.job import run_job
 from fixedcode_study import hardware
 from fixedcode_study.hardware import native_bf16
 from fixedcode_study.training.speed import loss_functions, resolve_compile, resolve_threads
@@ -37,20 +36,21 @@ def test_cpu_precision_where_bf16_wins(monkeypatch):
 
 
 def test_compile_auto_by_job_size():
-    cfg = compose([])
-    assert compiles(cfg, plan_batch(cfg))  # cpu_tiny at the default budget: 4.6e12 FLOPs, compiled
-    small = compose(TINY)
-    assert not compiles(small, plan_batch(small))  # a test-sized job is not worth a compile
+    assert JobSpec.from_cfg(compose([])).runtime.compile  # cpu_tiny at the default budget: 4.6e12 FLOPs, compiled
+    assert not JobSpec.from_cfg(compose(TINY)).runtime.compile  # a test-sized job is not worth a compile
 
 
 def test_compile_auto_threshold_and_bad_values():
-    assert resolve_compile({"compile": "auto", "compile_min_flops": 1e12}, 1e12)
-    assert not resolve_compile({"compile": "auto", "compile_min_flops": 1e12}, 9.9e11)
-    assert resolve_compile({"compile": True}, 0) and not resolve_compile({"compile": False}, 1e30)
+    assert resolve_compile("auto", 1e12, 1e12)
+    assert not resolve_compile("auto", 1e12, 9.9e11)
+    assert resolve_compile(True, None, 0) and not resolve_compile(False, None, 1e30)
     with pytest.raises(ConfigError, match="train.compile"):
-        resolve_compile({"compile": "yes"}, 1.0)
+        resolve_compile("yes", 1e12, 1.0)
     with pytest.raises(ConfigError, match="train.compile_min_flops"):
-        resolve_compile({"compile": "auto", "compile_min_flops": -1}, 1.0)
+        resolve_compile("auto", -1, 1.0)
+    for bad, field in (("train.compile=yes", "train.compile"), ("train.compile_min_flops=-1", "train.compile_min_flops")):
+        with pytest.raises(ConfigError, match=f"^{field}:"):  # the job's spec refuses them where it is built
+            JobSpec.from_cfg(compose([*TINY, bad]))
 
 
 def test_threads_setting(monkeypatch):
@@ -64,15 +64,14 @@ def test_threads_setting(monkeypatch):
 
 
 def test_fingerprint_holds_compile_but_not_threads():
-    base = compose(TINY)
-    fp = job_fingerprint(base, plan_batch(base))
+    def fingerprint(*extra: str):
+        return JobSpec.from_cfg(compose([*TINY, *extra])).fingerprint
+
+    fp = fingerprint()
     assert fp["settings"]["plan.compile"] is False
-    compiled = compose([*TINY, "train.compile=true"])
-    assert job_fingerprint(compiled, plan_batch(compiled))["sha"] != fp["sha"]
-    threads = compose([*TINY, "threads=1"])  # like trainer.devices: how, not what
-    assert job_fingerprint(threads, plan_batch(threads))["sha"] == fp["sha"]
-    bf16 = compose([*TINY, "trainer.precision=bf16-mixed"])
-    assert job_fingerprint(bf16, plan_batch(bf16))["sha"] != fp["sha"]
+    assert fingerprint("train.compile=true")["sha"] != fp["sha"]
+    assert fingerprint("threads=1")["sha"] == fp["sha"]  # like trainer.devices: how, not what
+    assert fingerprint("trainer.precision=bf16-mixed")["sha"] != fp["sha"]
 
 
 def test_cpu_attention_scores_stay_fp32_under_bf16_autocast():
@@ -95,8 +94,9 @@ def test_cpu_attention_scores_stay_fp32_under_bf16_autocast():
 
 def test_bf16_mixed_step_runs_matmuls_in_bf16_and_the_loss_in_fp32():
     cfg = compose([*TINY, "trainer.precision=bf16-mixed"])
+    spec = JobSpec.from_cfg(cfg)
     model = build_model(cfg.model, cfg.input, seed=1)
-    task = LanguageModelTask(model, cfg.optim, 4, 8 * 64, torch.ones(cfg.model.vocab_size))
+    task = LanguageModelTask(model, spec.optim, 4, 8 * 64, torch.ones(cfg.model.vocab_size))
     seen = {}
     model.head.register_forward_hook(lambda m, i, o: seen.update(head=o.dtype))  # returns None: output kept
     batch = torch.randint(0, cfg.model.vocab_size, (2, 65), generator=torch.Generator().manual_seed(0))
@@ -114,7 +114,7 @@ def test_job_records_its_runtime(tmp_path):
     cfg = compose([*TINY, f"out_root={tmp_path}", "threads=1", "trainer.precision=bf16-mixed"])
     before = torch.get_num_threads()
     try:
-        record = run_job(cfg, tmp_path / "job").record
+        record = run_job(JobSpec.from_cfg(cfg), tmp_path / "job").record
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)  # the rest of the session keeps its cores
@@ -154,7 +154,7 @@ def test_a_compiled_learned_job_at_two_threads_repeats_bitwise(tmp_path, precisi
             "train.compile=true", f"trainer.precision={precision}", "threads=2", "seed=7"]
     runs = []
     for attempt in ("a", "b"):
-        outcome = run_job(compose([*args, f"out_root={tmp_path / attempt}"]), tmp_path / attempt / "job")
+        outcome = run_job(JobSpec.from_cfg(compose([*args, f"out_root={tmp_path / attempt}"])), tmp_path / attempt / "job")
         assert outcome.record["status"] == "completed" and outcome.record["runtime"]["threads"] == 2
         assert outcome.record["runtime"]["compile"] is True and outcome.record["runtime"]["precision"] == precision
         rows = (tmp_path / attempt / "job" / "metrics.csv").read_text().splitlines()
@@ -183,7 +183,7 @@ def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path,
         root.mkdir()
     before = torch.get_num_threads()
     try:
-        reference = run_job(compose([*args, f"out_root={whole}"]), whole / "job")
+        reference = run_job(JobSpec.from_cfg(compose([*args, f"out_root={whole}"])), whole / "job")
     finally:
         torch.set_num_threads(before)  # the rest of the session keeps its cores
     assert reference.record["runtime"]["compile"] is True and reference.record["runtime"]["threads"] == 2

@@ -29,9 +29,9 @@ from helpers.distributed import TINY, only_job, results, start, wait_for
 from fixedcode_study.config import compose, job_key
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.record.fingerprint import differences
-from fixedcode_study.training.job import job_fingerprint, run_job, train_job
+from fixedcode_study.spec import JobSpec
+from fixedcode_study.training.job import run_job
 from fixedcode_study.training.loggers import read_wandb_log, wandb_logs
-from fixedcode_study.spec.plan import plan_batch
 
 # 16 optimizer steps of 512 tokens: a job of a few seconds.
 SHORT = ["model=test_micro", "logger=csv", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",
@@ -39,8 +39,7 @@ SHORT = ["model=test_micro", "logger=csv", "train.tokens=8192", "train.batch_siz
 
 
 def fingerprint_of(overrides: list[str]) -> dict:
-    cfg = compose(overrides)
-    return job_fingerprint(cfg, plan_batch(cfg))
+    return dict(JobSpec.from_cfg(compose(overrides)).fingerprint)
 
 
 # -- identity -----------------------------------------------------------------------------------------
@@ -67,18 +66,18 @@ def test_fingerprint_names_changed_settings_and_changed_code():
 
 def test_rerun_under_a_changed_default_is_refused_by_name_and_force_retrains(tmp_path):
     job_dir = tmp_path / "job"
-    first = train_job(compose([*SHORT, f"out_root={tmp_path}"]), job_dir)
+    first = run_job(JobSpec.from_cfg(compose([*SHORT, f"out_root={tmp_path}"])), job_dir).record
     assert first["status"] == "completed" and first["fingerprint"]["settings"]["optim.lr"] == 0.003
     before = (job_dir / "results.json").read_bytes()
     # The same directory (same job key), a YAML default changed underneath it.
     changed = compose([*SHORT, f"out_root={tmp_path}", "optim.lr=0.001"])
     with pytest.raises(ConfigError) as refused:
-        run_job(changed, job_dir)
+        run_job(JobSpec.from_cfg(changed), job_dir)
     message = str(refused.value)
     assert "optim.lr: 0.003 -> 0.001" in message and "force=true" in message and "\n" not in message
     assert (job_dir / "results.json").read_bytes() == before  # refused before touching anything
     changed.force = True
-    again = train_job(changed, job_dir)
+    again = run_job(JobSpec.from_cfg(changed), job_dir).record
     assert again["status"] == "completed" and again["fingerprint"]["settings"]["optim.lr"] == 0.001
     assert again["final"]["val_loss"] != first["final"]["val_loss"] and again["attempts"] == 1
 
@@ -99,7 +98,7 @@ def test_checkpoint_of_other_settings_is_never_resumed(tmp_path):
     assert "re-run to resume" in (tmp_path / "run.log").read_text()
     changed = compose([*TINY, f"out_root={tmp_path}", "optim.weight_decay=0.0"])
     with pytest.raises(ConfigError, match=r"resume checkpoint computed under other settings: optim.weight_decay"):
-        run_job(changed, job)
+        run_job(JobSpec.from_cfg(changed), job)
     rerun = cli(args, cwd=tmp_path)  # the same settings resume it
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     res = results(job)
@@ -232,7 +231,7 @@ def test_bad_setting_is_one_line_naming_the_field_and_writes_no_record(tmp_path,
 
 def test_seq_len_above_the_model_maximum_names_both_fields():
     with pytest.raises(ConfigError, match=r"train.seq_len: 65 exceeds model.max_seq_len=64"):
-        run_job(compose([*SHORT, "train.seq_len=65"]), Path("/nonexistent/never-created"))
+        run_job(JobSpec.from_cfg(compose([*SHORT, "train.seq_len=65"])), Path("/nonexistent/never-created"))
 
 
 def test_truncated_weights_given_to_evaluate_are_one_line_not_a_traceback(tmp_path):

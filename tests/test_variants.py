@@ -239,7 +239,7 @@ def test_size_matched_checkpoint_rebuilds_same_architecture(tmp_path):
         cfg = compose_config(["model=test_micro", f"input={name}"])
         torch.manual_seed(0)
         model = build_model(cfg.model, cfg.input)
-        ckpt = save_checkpoint(tmp_path / name, model, cfg.model, cfg.input, tok)
+        ckpt = save_checkpoint(tmp_path / name, model, JobSpec.from_cfg(cfg).checkpoint_config(), tok)
         loaded = load_checkpoint(ckpt)
         assert loaded.model.config == model.config
         ids = torch.randint(0, 512, (2, 16))

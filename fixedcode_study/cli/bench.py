@@ -20,9 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
-from ..config import compose, compose_variant
+from ..config import compose_variant
 from ..errors import ConfigError
 from .args import Command, Key, exit_with, run_command
 
@@ -48,15 +46,22 @@ COMMAND = Command("bench", __doc__, overrides=True, keys=(
 ))
 
 
-def variant_configs(overrides: Sequence[str], inputs: Sequence[str]) -> dict[str, DictConfig]:
-    """One composed config per input variant; an `input=` override picks the single variant."""
+def variant_spec(overrides: Sequence[str], name: str) -> Any:
+    """The job of these overrides with input variant `name`, composed and resolved (a JobSpec)."""
+    from ..spec import JobSpec  # the model stack loads only when a bench runs: --help stays instant
+
+    return JobSpec.from_cfg(compose_variant(overrides, name))
+
+
+def variant_specs(overrides: Sequence[str], inputs: Sequence[str]) -> dict[str, Any]:
+    """One job per input variant; an `input=` override picks the single variant."""
     chosen = [o.split("=", 1)[1] for o in overrides if o.startswith("input=")]
-    return {name: compose_variant(overrides, name) for name in (chosen or inputs)}
+    return {name: variant_spec(overrides, name) for name in (chosen or inputs)}
 
 
-def default_json_path(cfg: DictConfig, device: str, state_only_mode: bool) -> Path:
+def default_json_path(spec: Any, device: str, state_only_mode: bool) -> Path:
     kind = "state" if state_only_mode else device
-    return Path(str(cfg.out_root)) / "bench" / f"bench-{cfg.model.name}-{kind}.json"
+    return Path(spec.out_root) / "bench" / f"bench-{spec.model_name}-{kind}.json"
 
 
 def bench(values: dict[str, Any], overrides: list[str]) -> int:
@@ -75,17 +80,18 @@ def bench(values: dict[str, Any], overrides: list[str]) -> int:
         steps=values["steps"], warmup=values["warmup"], memory_steps=values["memory_steps"],
         reference=not values["no_reference"], device=values["device"], schedule=values["schedule"],
         settings=values["settings"], jobs=values["jobs"])  # checked before anything is composed or built
-    cfgs = variant_configs(overrides, inputs)
+    specs = variant_specs(overrides, inputs)
     if options is None:
-        report = state_report(cfgs, overrides)
+        report = state_report(specs, overrides)
     else:
         reference = None if not options.reference else \
-            cfgs["learned"] if "learned" in cfgs else compose_variant(overrides, "learned")
-        report = run_bench(cfgs, options, reference_config=reference, overrides=overrides)
+            specs["learned"] if "learned" in specs else variant_spec(overrides, "learned")
+        report = run_bench(specs, options, reference_spec=reference, overrides=overrides)
         print(format_table(report))
     print(format_state(report["state_accounting"], report["model"]))
     device = report.get("device", {}).get("type", "cpu")
-    out = Path(values["json"]) if values["json"] else default_json_path(compose(overrides), device, values["state_only"])
+    out = Path(values["json"]) if values["json"] else default_json_path(next(iter(specs.values())), device,
+                                                                        values["state_only"])
     atomic.write_json(out, report)  # never a half-written report under the final name
     print(f"wrote {out}")
     return 0

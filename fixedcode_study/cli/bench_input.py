@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from ..config import compose_variant
 from ..errors import ConfigError
 from ..record import atomic
+from ..spec import JobSpec
 from ..systems.bench_input import PAPER_D_MODEL, PAPER_VOCAB, InputBenchOptions, format_table, run_input_bench
 from .args import Command, Key, exit_with, run_command
 
@@ -36,9 +36,9 @@ COMMAND = Command("bench-input", __doc__, overrides=True, keys=(
 ))
 
 
-def input_configs(overrides: Sequence[str], inputs: Sequence[str]) -> dict[str, DictConfig]:
-    """One composed config per input variant named (an `input=` override is replaced by each)."""
-    return {name: compose_variant(overrides, name) for name in inputs}
+def input_specs(overrides: Sequence[str], inputs: Sequence[str]) -> dict[str, JobSpec]:
+    """One job per input variant named (an `input=` override is replaced by each), composed and resolved."""
+    return {name: JobSpec.from_cfg(compose_variant(overrides, name)) for name in inputs}
 
 
 def bench_input(values: dict[str, Any], overrides: list[str]) -> int:
@@ -50,7 +50,7 @@ def bench_input(values: dict[str, Any], overrides: list[str]) -> int:
     inputs = [s for s in values["inputs"].split(",") if s]
     if not inputs:
         raise ConfigError("inputs", "no input variant given", "pass e.g. inputs=learned,binary16,gf2")
-    rep = run_input_bench(input_configs(overrides, inputs), options)
+    rep = run_input_bench(input_specs(overrides, inputs), options)
     print(format_table(rep))
     if values["json"]:
         atomic.write_json(values["json"], rep)

@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import DictConfig
-
 from ..config import available, compose
 from ..errors import ConfigError
 from .args import Command, Key, exit_with, run_command
@@ -48,14 +46,28 @@ COMMAND = Command("bench-output", __doc__, overrides=True, keys=(
 ))
 
 
-def output_configs(overrides: Sequence[str], outputs: Sequence[str]) -> dict[str, DictConfig]:
-    """One composed config per head named (an `output=` override is replaced by each)."""
+def head_cases(overrides: Sequence[str], outputs: Sequence[str]) -> dict[str, Any]:
+    """One job per head named (an `output=` override is replaced by each), composed and resolved
+    (systems.bench_output.HeadCase); a head that cannot sit on the job's input (output=tied on a
+    fixed code) is resolved on input=learned, the table its head part is built on, and says why."""
+    from ..spec import JobSpec
+    from ..systems.bench_output import HeadCase
+
     known = available("output")
     for name in outputs:
         if name not in known:
             raise ConfigError("outputs", f"no conf/output option {name!r}", f"use some of {', '.join(known)}")
     kept = [o for o in overrides if not o.startswith("output=")]
-    return {name: compose([*kept, f"output={name}"]) for name in outputs}
+    cases = {}
+    for name in outputs:
+        try:
+            cases[name] = HeadCase(JobSpec.from_cfg(compose([*kept, f"output={name}"])))
+        except ConfigError as err:
+            if err.field != "output":  # not the pairing of head and input: the job's own error
+                raise
+            learned = [o for o in kept if not o.startswith("input=")] + ["input=learned", f"output={name}"]
+            cases[name] = HeadCase(JobSpec.from_cfg(compose(learned)), why=err.problem)
+    return cases
 
 
 def bench_output(values: dict[str, Any], overrides: list[str]) -> int:
@@ -74,7 +86,7 @@ def bench_output(values: dict[str, Any], overrides: list[str]) -> int:
         raise ConfigError("outputs", "no output head given", f"pass e.g. outputs={DEFAULT_OUTPUTS}")
     if values["threads"]:
         torch.set_num_threads(values["threads"])
-    report = run_output_bench(output_configs(overrides, outputs), options, overrides)
+    report = run_output_bench(head_cases(overrides, outputs), options, overrides)
     tables = format_tables(report)
     print(tables)
     if values["markdown"]:

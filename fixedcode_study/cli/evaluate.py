@@ -22,11 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from ..config import compose
+from ..config import compose, plain
 from ..errors import ConfigError
-from ..spec.evaluation import eval_settings
+from ..spec.evaluation import EvalSpec
 from .args import Command, Key, exit_with, run_command
 
 COMMAND = Command("evaluate", __doc__, overrides=True, keys=(
@@ -38,9 +36,9 @@ COMMAND = Command("evaluate", __doc__, overrides=True, keys=(
 ))
 
 
-def compose_eval_config(overrides: list[str]) -> dict[str, Any]:
+def compose_eval_config(overrides: list[str]) -> EvalSpec:
     """The validated evaluation settings of the project config with these overrides."""
-    return eval_settings(compose(overrides).eval)
+    return EvalSpec.of(plain(compose(overrides).eval))
 
 
 def format_summary(record: Mapping[str, Any]) -> str:
@@ -62,14 +60,14 @@ def body(own: dict[str, Any], overrides: list[str]) -> int:
     if own["checkpoint"] is not None and hf_only:
         raise ConfigError(hf_only[0], "applies to hf= models only", f"drop {hf_only[0]}= or use hf=")
     cfg = compose(overrides)
-    settings = eval_settings(cfg.eval)
+    settings = EvalSpec.of(plain(cfg.eval))
     if own["hf"] is not None:
         from ..hub.external import evaluate_external
 
         study = own["study"] or str(Path(cfg.out_root) / "multirun" / "main")
         record = evaluate_external(own["hf"], settings, study, own["hf_revision"],
                                    trust_remote_code=bool(own["trust_remote_code"]),
-                                   data_cfg=OmegaConf.to_container(cfg.data, resolve=True))
+                                   data_cfg=plain(cfg.data))
         record["checkpoint"] = f"{record['external']['name']} @ {record['external']['revision']}"
     else:
         from ..evaluation.harness import evaluate_checkpoint

@@ -1,17 +1,18 @@
 """Hydra entry point: `python -m fixedcode_study.run [-m] [overrides]`.
 
-Thin by design: Hydra composes the config, `spec.JobSpec.from_cfg` resolves and validates it once
-(a bad setting: one line naming the field, exit 2), and `training.job.run_job` decides under the
-job lock: completed jobs are skipped, interrupted ones resume, trained ones only redo a missing
-evaluation, and a job stored under other settings is refused by name. In a sweep (-m) a failing
-job is recorded and the sweep goes on; exit 1 when any job failed or is `eval_failed`, 143 when
-preempted (SIGTERM/USR1/USR2); a bad option or override stops before Hydra runs (cli/run_line.py).
+Thin by design: Hydra composes the config (once per job), `spec.JobSpec.from_cfg` resolves and
+validates it once (a bad setting: one line naming the field, exit 2), and `training.job.run_job`
+decides under the job lock: completed jobs are skipped, interrupted ones resume, trained ones only
+redo a missing evaluation, and a job stored under other settings is refused by name. In a sweep (-m)
+a failing job is recorded and the sweep goes on; exit 1 when any job failed or is `eval_failed`,
+143 when preempted (SIGTERM/USR1/USR2); a bad option or override is one line and exit 2
+(cli/run_line.py).
 
 The terminal shows one progress bar and one result line per job; what the libraries print and a
 failed job's traceback go to <job>/run.log (console.py); `-v` (or FIXEDCODE_VERBOSE=1) keeps it
 all on the terminal. A sweep's jobs run side by side on a CPU machine (hydra/launcher=parallel, the
-default; studies/launcher.py) or one by one (hydra/launcher=basic); each returns a `JobResult`, from
-which `cli` prints the summary (launcher.RESULTS).
+default; studies/launcher.py) or one by one (hydra/launcher=basic); each returns a `JobResult`, and
+`cli` prints the summary from what the launch returns.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from ..errors import ConfigError, WriteFailed
 from ..console import job_console, say as tell, take_verbose_flag
 from ..record.jobdir import JobBusy, JobDir
 from ..spec import JobSpec
-from ..studies.launcher import RESULTS, JobResult, collect, register_with_hydra
+from ..studies.launcher import register_with_hydra
+from ..studies.results import JobResult, summary_lines
 from ..training.job import JobOutcome, run_job
 from ..training.resume import Preempted
-from .run_line import check
+from .run_line import check_flags, launch
 
 register_with_hydra()  # hydra/launcher=parallel (conf/hydra/launcher/parallel.yaml)
 
@@ -75,13 +77,12 @@ def main(cfg: DictConfig) -> JobResult:
     try:
         with job_console(log):
             outcome = run_job(JobSpec.from_cfg(cfg), job_dir, list(hc.overrides.task))
-            return collect(_report(job_dir, outcome))  # inside: the result line goes to the log as well
+            return _report(job_dir, outcome)  # inside: the result line goes to the log as well
     except (JobBusy, WriteFailed) as busy:  # each says it all in one line; exit 1
         say(f"[run] job {job_dir.name}: {busy}", err=True)
-        result = collect(JobResult(str(job_dir), "failed", why=str(busy)))
         if not multirun:
             sys.exit(1)
-        return result
+        return JobResult(str(job_dir), "failed", why=str(busy))
     except Preempted as stop:
         say(f"[run] job {job_dir.name} {stop}", err=True)
         raise  # exits 143; a sweep stops here too (its allocation is going away)
@@ -90,29 +91,26 @@ def main(cfg: DictConfig) -> JobResult:
             say(f"error: {err}", err=True)
             sys.exit(2)
         say(f"[run] job {job_dir.name} failed: {err}", err=True)
-        return collect(JobResult(str(job_dir), "failed", why=str(err)))
+        return JobResult(str(job_dir), "failed", why=str(err))
     except Exception as err:
         if not multirun:
             raise
         why = " ".join(f"{type(err).__name__}: {err}".split())  # one line, however the library wraps it
         say(f"[run] job {job_dir.name} failed: {why} (traceback in {log})", err=True)
-        return collect(JobResult(str(job_dir), "failed", why=why))
+        return JobResult(str(job_dir), "failed", why=why)
 
 
 def cli() -> None:
     sys.argv[1:] = take_verbose_flag(sys.argv[1:])  # -v is ours, not Hydra's: FIXEDCODE_VERBOSE=1
-    check(sys.argv[1:], __doc__)  # a bad option or override: one line, exit 2
-    main()
-    failed = [r for r in RESULTS if r.failed]
-    n = {a: sum(r.action == a and not r.failed for r in RESULTS) for a in ("skipped", "reused", "trained", "evaluated")}
-    if n["skipped"]:
-        say(f"[run] {n['skipped']} job(s) were already complete and skipped")
-    if sum(n.values()) + len(failed) > 1:  # an evaluation of a trained job is not called training
-        say(f"[run] summary: {n['trained']} trained, " + "".join(f"{n[a]} {what}, " for a, what in (
-            ("evaluated", "evaluated only (already trained)"), ("reused", "reused")) if n[a])
-            + f"{n['skipped']} skipped as complete, {len(failed)} failed")
+    if not check_flags(sys.argv[1:], __doc__):  # a bad option: one line, exit 2
+        main()  # --help, --cfg, --info, ...: Hydra's own
+        return
+    results = [r for r in launch(main.__wrapped__, CONFIG_DIR) if isinstance(r, JobResult)]
+    lines, failed = summary_lines(results)
+    for line in lines:
+        say(line)
     if failed:
-        say("\n".join([f"[run] {len(failed)} job(s) failed:", *(f"  {r.job_dir}: {r.why}" for r in failed)]), err=True)
+        say(failed, err=True)
         sys.exit(1)
 
 

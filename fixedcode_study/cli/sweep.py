@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
-from ..config import compose
+from ..config import compose, plain
 from ..console import VERBOSE_ENV, take_verbose_flag
 from ..record.jobdir import JOB_LOG_FILE
 from ..errors import ConfigError
 from ..studies.cost import CPU_GFLOPS, GPU_MFU, GPU_PEAK_TFLOPS, Rates, describe_plan, job_facts
 from ..studies.progress import COMPLETED, job_progress
 from ..studies.grids import run_grids
-from ..studies.study import SCALES, Job, Study, available_studies, distinct_jobs, job_overrides, load_study
+from ..spec import JobSpec
+from ..studies.study import SCALES, Job, Study, available_studies, distinct_jobs, in_job, job_overrides, load_study
 from ..training.resume import PREEMPT_EXIT_CODE
 from .args import Command, Key, exit_with, run_command
 
@@ -52,17 +54,26 @@ COMMAND = Command("sweep", __doc__, overrides=True, keys=(
 
 
 def plan(study: Study, scale: str = "cpu", extra: Sequence[str] | None = None) -> list[Job]:
-    """Every job of the study, composed as Hydra will compose it (job directory included)."""
-    return distinct_jobs(study, [Job.of(overrides, compose(overrides, return_hydra_config=True))
-                                 for overrides in job_overrides(study, scale, extra)])
+    """Every job of the study, composed as Hydra will compose it (its directory and launcher from
+    the Hydra config) and resolved into its JobSpec."""
+    jobs = []
+    for overrides in job_overrides(study, scale, extra):
+        cfg = compose(overrides, return_hydra_config=True)
+        job_dir = Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
+        try:
+            spec = JobSpec.from_cfg(cfg)
+        except ConfigError as err:  # name the job, keep the one-line "field: problem; fix" form
+            raise in_job(err, job_dir) from None
+        jobs.append(Job(overrides, job_dir, spec, plain(cfg.hydra.get("launcher")) or {}))
+    return distinct_jobs(study, jobs)
 
 
 def side_by_side(jobs: list[Job], progress) -> int:
-    """How many of the jobs left the launcher runs at once (studies/launcher.plan_workers)."""
-    from ..studies.launcher import plan_workers
+    """How many of the jobs left the launcher runs at once (studies/planning.plan_workers)."""
+    from ..studies.planning import plan_workers
 
-    left = [job.cfg for job, p in zip(jobs, progress) if p.state != COMPLETED]
-    launcher = jobs[0].cfg.hydra.get("launcher") or {}
+    left = [job.spec.composed for job, p in zip(jobs, progress) if p.state != COMPLETED]
+    launcher = jobs[0].launcher
     if not left or "n_jobs" not in launcher:
         return 1  # hydra/launcher=basic: one after another
     try:

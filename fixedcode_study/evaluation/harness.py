@@ -1,15 +1,21 @@
-"""Downstream evaluation of a checkpoint through lm-evaluation-harness.
+"""Downstream evaluation of a model through lm-evaluation-harness.
 
 The command line is `python -m fixedcode_study.evaluate checkpoint=PATH eval=builtin|paper`
 (fixedcode_study/evaluate.py). The result is written to <checkpoint>/eval-<name>.json (or
 eval.output): it lives with the weights it describes, and a re-saved checkpoint directory drops
 it along with the old weights.
 
-From Python (training calls this at the end of a job when eval.tasks is non-empty, with the
-settings its spec validated, spec/evaluation.py; the command composes and validates them first):
+From Python, with the settings a spec validated (spec/evaluation.EvalSpec; they are run as they are):
 
-    record = evaluate_checkpoint(checkpoint_dir, spec.eval, prepared_root=prepared.root)
+    record = evaluate_model(model, tokenizer, spec.eval, checkpoint_dir, checkpoint_config)  # a model in memory
+    record = evaluate_checkpoint(checkpoint_dir, spec.eval)                                    # one loaded from disk
     record["tasks"]["hellaswag"]["acc_norm"], record["tasks"]["hellaswag"]["acc_norm_stderr"]
+
+Training evaluates the model it just trained, in memory, once its final checkpoint is saved
+(`checkpoint_dir` names where, for the record and the weights hash); a finished job's later
+evaluation, and the command, load the checkpoint (record/checkpoint.py). `model_spec` in the
+record says whether the model was built from the checkpoint's stored spec or, for a format-1
+checkpoint, reconstructed from conf/.
 
 The record (docs/results-schema.md, "eval"): lm_eval_version, tasks {task: {metric: value, metric_stderr: value}}
 for the requested tasks (groups such as mmlu give their aggregate), subtasks (members of groups),
@@ -32,15 +38,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from ..data.layout import read_meta
 from ..errors import ConfigError
+from ..model import Decoder
 from ..record import atomic
-from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, weights_file
-from ..spec.evaluation import CONTEXT_RULE, eval_settings
+from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, STORED, load_checkpoint, weights_file
+from ..spec.evaluation import CONTEXT_RULE, EvalSpec
 
-__all__ = ["build_record", "eval_settings", "evaluate_checkpoint", "file_sha256", "find_prepared_root", "run_suite",
+__all__ = ["build_record", "evaluate_checkpoint", "evaluate_model", "file_sha256", "find_prepared_root", "run_suite",
            "task_metrics", "wandb_metrics"]
 
 def file_sha256(path: Path) -> str:
@@ -108,46 +113,47 @@ def task_metrics(entry: Mapping[str, Any]) -> dict[str, float | None]:
     return out
 
 
-def build_record(results: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    requested = list(settings["tasks"])
+def build_record(results: Mapping[str, Any], settings: EvalSpec) -> dict[str, Any]:
+    requested = list(settings.tasks)
     per_task = {name: task_metrics(entry) for name, entry in results["results"].items()}
     missing = [t for t in requested if t not in per_task]
     if missing:
         raise RuntimeError(f"lm-eval returned no results for {missing}")
     headline = {task: {m: per_task[task].get(m) for m in metrics}
-                for task, metrics in (settings.get("metrics") or {}).items() if task in per_task}
+                for task, metrics in settings.metrics.items() if task in per_task}
     return {
         "lm_eval_version": results.get("lm_eval_version"),
-        "suite": settings["name"],
+        "suite": settings.name,
         "tasks": {t: per_task[t] for t in requested},
         "subtasks": {t: m for t, m in per_task.items() if t not in requested},
         "headline": headline,
         "n_samples": {t: e.get("sample_len") for t, e in results["results"].items()},
         "task_versions": dict(results.get("versions", {})),
-        "settings": {k: settings.get(k) for k in ("num_fewshot", "batch_size", "limit", "data_dir", "prepared_root",
-                                                  "dtype", "bootstrap_iters", "use_cache", "builtin")},
+        "settings": {k: settings.record()[k] for k in ("num_fewshot", "batch_size", "limit", "data_dir",
+                                                       "prepared_root", "dtype", "bootstrap_iters", "use_cache",
+                                                       "builtin")},
     }
 
 
-def run_suite(lm: Any, settings: dict[str, Any], use_cache: str | None = None) -> dict[str, Any]:
+def run_suite(lm: Any, settings: EvalSpec, use_cache: str | None = None) -> dict[str, Any]:
     """lm-eval's simple_evaluate of the suite's tasks on `lm` (any lm-eval model): the record's
-    task part (build_record). settings["prepared_root"] must be set when a built-in task is asked for."""
+    task part (build_record). settings.prepared_root must be set when a built-in task is asked for."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
     from .tasks import write_tasks
 
     with tempfile.TemporaryDirectory(prefix="fixedcode-eval-tasks-") as task_dir:
-        folder = write_tasks(settings["tasks"], task_dir, data_dir=settings["data_dir"],
-                             prepared_root=settings["prepared_root"], builtin_settings=settings["builtin"])
+        folder = write_tasks(list(settings.tasks), task_dir, data_dir=settings.data_dir,
+                             prepared_root=settings.prepared_root, builtin_settings=dict(settings.builtin))
         manager = TaskManager(include_path=str(folder.include_path), include_defaults=folder.needs_official_index)
-        unknown = [t for t in settings["tasks"] if t not in manager.all_tasks]
+        unknown = [t for t in settings.tasks if t not in manager.all_tasks]
         if unknown:
             raise ConfigError("eval.tasks", f"{unknown[0]} is not an lm-eval task",
                               "use an lm-eval task name (lm_eval ls tasks) or a built-in task")
         results = lm_eval.simple_evaluate(
-            model=lm, tasks=list(settings["tasks"]), task_manager=manager, num_fewshot=settings["num_fewshot"],
-            limit=settings["limit"], bootstrap_iters=int(settings["bootstrap_iters"]), use_cache=use_cache,
+            model=lm, tasks=list(settings.tasks), task_manager=manager, num_fewshot=settings.num_fewshot,
+            limit=settings.limit, bootstrap_iters=settings.bootstrap_iters, use_cache=use_cache,
             log_samples=False,
         )
     record = build_record(results, settings)
@@ -155,40 +161,50 @@ def run_suite(lm: Any, settings: dict[str, Any], use_cache: str | None = None) -
     return record
 
 
-def evaluate_checkpoint(checkpoint_dir: str | os.PathLike, eval_cfg: Mapping[str, Any] | DictConfig,
+def evaluate_checkpoint(checkpoint_dir: str | os.PathLike, settings: EvalSpec,
                         prepared_root: str | os.PathLike | None = None, write: bool = True) -> dict[str, Any]:
-    """Run the eval settings' tasks on a checkpoint; returns the record and (write=True) saves it as JSON.
+    """Load a checkpoint (record/checkpoint.load_checkpoint) and evaluate it (`evaluate_model`)."""
+    from .lm import final_folder
 
-    eval_cfg: settings from spec.evaluation.eval_settings (or an `eval` config, validated the same way here).
-    """
+    ckpt = load_checkpoint(final_folder(Path(checkpoint_dir).expanduser()).resolve())
+    return evaluate_model(ckpt.model, ckpt.tokenizer, settings, ckpt.path, ckpt.config, prepared_root, write,
+                          model_spec=ckpt.spec_note)
+
+
+def evaluate_model(model: Decoder, tokenizer: Any, settings: EvalSpec, checkpoint_dir: str | os.PathLike,
+                   checkpoint_config: Mapping[str, Any], prepared_root: str | os.PathLike | None = None,
+                   write: bool = True, model_spec: str = STORED) -> dict[str, Any]:
+    """Run the settings' tasks on `model` (saved as the checkpoint `checkpoint_dir`, whose config.json
+    says `checkpoint_config`); returns the record and (write=True) saves it as JSON beside the weights.
+    `model_spec`: where the model's spec came from (Checkpoint.spec_note), stated in the record."""
     from .lm import FixedCodeLM
     from .tasks import BUILTIN_TASKS
 
     t0 = time.time()
-    settings = eval_settings(eval_cfg)
     checkpoint_dir = Path(checkpoint_dir).expanduser().resolve()
-    lm = FixedCodeLM(checkpoint=checkpoint_dir, batch_size=settings["batch_size"], device=settings["device"],
-                     dtype=settings["dtype"])
+    lm = FixedCodeLM(model=model, tokenizer=tokenizer, checkpoint_config=checkpoint_config, saved_at=checkpoint_dir,
+                     batch_size=settings.batch_size, device=settings.device, dtype=settings.dtype)
     weights_sha = file_sha256(weights_file(checkpoint_dir))
-    if settings["data_dir"]:
-        settings["data_dir"] = str(Path(settings["data_dir"]).expanduser().resolve())
-    if any(t in BUILTIN_TASKS for t in settings["tasks"]):
-        root = prepared_root or find_prepared_root(checkpoint_dir, lm.checkpoint_config, settings["prepared_root"],
-                                                   settings["cache_dir"])
-        settings["prepared_root"] = str(Path(root).resolve())
+    if settings.data_dir:
+        settings = settings.with_paths(data_dir=str(Path(settings.data_dir).expanduser().resolve()))
+    if any(t in BUILTIN_TASKS for t in settings.tasks):
+        root = prepared_root or find_prepared_root(checkpoint_dir, checkpoint_config, settings.prepared_root,
+                                                   settings.cache_dir)
+        settings = settings.with_paths(prepared_root=str(Path(root).resolve()))
 
     use_cache = None
-    if settings["use_cache"]:
-        key = hashlib.sha256(f"{weights_sha}|{settings['dtype']}|{lm.max_length}".encode()).hexdigest()[:20]
-        cache = Path(os.path.expanduser(settings["cache_dir"])) / "lm_eval_requests" / key
+    if settings.use_cache:
+        key = hashlib.sha256(f"{weights_sha}|{settings.dtype}|{lm.max_length}".encode()).hexdigest()[:20]
+        cache = Path(os.path.expanduser(settings.cache_dir)) / "lm_eval_requests" / key
         cache.mkdir(parents=True, exist_ok=True)
         use_cache = str(cache / "responses")
 
     record = run_suite(lm, settings, use_cache)
-    record.update(checkpoint=str(checkpoint_dir), weights_sha256=weights_sha, device=str(lm.device),
-                  seconds=round(time.time() - t0, 2), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    record.update(checkpoint=str(checkpoint_dir), weights_sha256=weights_sha, model_spec=model_spec,
+                  device=str(lm.device), seconds=round(time.time() - t0, 2),
+                  finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if write:
-        output = Path(settings["output"] or checkpoint_dir / f"eval-{settings['name']}.json")
+        output = Path(settings.output or checkpoint_dir / f"eval-{settings.name}.json")
         atomic.write_json(output, record)
         record["output"] = str(output)
     return record

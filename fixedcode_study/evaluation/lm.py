@@ -141,8 +141,13 @@ class FixedCodeLM(TemplateLM):
         max_length: int | None = None,
         model: Decoder | None = None,
         tokenizer: Any = None,
+        checkpoint_config: dict[str, Any] | None = None,
+        saved_at: str | os.PathLike | None = None,
         **unused: Any,
     ):
+        """`checkpoint=`: a checkpoint to load (what lm-eval's command line passes). Or a model in
+        memory: `model` and `tokenizer`, with the config.json of the checkpoint it was saved as
+        (`checkpoint_config`, `saved_at`) when there is one (training evaluates its model so)."""
         super().__init__()
         if unused:
             log.warning("fixedcode: ignoring unknown model_args %s", sorted(unused))
@@ -157,7 +162,8 @@ class FixedCodeLM(TemplateLM):
         elif model is None or tokenizer is None:
             raise ConfigError("checkpoint", "no checkpoint given", "pass model_args checkpoint=PATH (a checkpoint directory)")
         else:
-            self.checkpoint, self.checkpoint_config = None, {}
+            self.checkpoint = str(Path(saved_at).resolve()) if saved_at is not None else None
+            self.checkpoint_config = dict(checkpoint_config or {})
         self.model: Decoder = model.to(device=self._device, dtype=DTYPES[dtype]).eval()
         self.dtype = dtype
         self.tokenizer = tokenizer  # HF `tokenizers.Tokenizer`

@@ -254,6 +254,7 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, ver
         "input_type": model.input.kind, "seed": ckpt.config.get("seed"), "study": ckpt.config.get("sweep"),
         "fingerprint": ckpt.config.get("fingerprint"),
         "status": (record or {}).get("status"),
+        "model_spec": ckpt.spec_note,  # built from the checkpoint's stored spec, or reconstructed (format 1)
         # what hub/imported.py rebuilds the workbench model from (the probes read our own modules)
         "model_config": ckpt.config.get("model"), "input_config": ckpt.config.get("input"),
         # the head, for any but the untied default (absent: untied, as in every export before the axis)

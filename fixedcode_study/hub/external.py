@@ -30,11 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from omegaconf import DictConfig
-
 from ..errors import ConfigError
 from ..evaluation.harness import file_sha256, run_suite
-from ..spec.evaluation import eval_settings
+from ..spec.evaluation import EvalSpec
 from ..record import atomic
 from ..record.jobdir import EXTERNAL_DIR, EXTERNAL_FILE
 from . import modeling_fixedcode
@@ -110,28 +108,27 @@ def corpus_root(data_cfg: Mapping[str, Any] | None) -> Path:
     return prepare(dict(data_cfg), progress=False).root.resolve()
 
 
-def evaluate_external(spec: str, eval_cfg: Mapping[str, Any] | DictConfig, study: str | os.PathLike,
+def evaluate_external(spec: str, settings: EvalSpec, study: str | os.PathLike,
                       revision: str | None = None, trust_remote_code: bool = False,
                       write: bool = True, data_cfg: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Evaluate an outside model on the suite; returns the record (written to the study's external/).
 
-    eval_cfg: validated settings (spec.evaluation.eval_settings); data_cfg: the corpus built-in tasks
-    score when eval.prepared_root is unset (the command passes the composed config's data).
+    settings: the validated evaluation settings (spec.evaluation.EvalSpec); data_cfg: the corpus
+    built-in tasks score when eval.prepared_root is unset (the command passes the composed config's data).
     """
     from ..evaluation.hf_lm import ContextClippedHFLM
     from ..evaluation.tasks import BUILTIN_TASKS
 
     t0 = time.time()
-    settings = eval_settings(eval_cfg)
     model = resolve_hf(spec, revision, trust_remote_code)
-    if settings["data_dir"]:
-        settings["data_dir"] = str(Path(settings["data_dir"]).expanduser().resolve())
-    if any(t in BUILTIN_TASKS for t in settings["tasks"]):
-        settings["prepared_root"] = str(Path(settings["prepared_root"]).expanduser().resolve()
-                                        if settings["prepared_root"] else corpus_root(data_cfg))
+    if settings.data_dir:
+        settings = settings.with_paths(data_dir=str(Path(settings.data_dir).expanduser().resolve()))
+    if any(t in BUILTIN_TASKS for t in settings.tasks):
+        settings = settings.with_paths(prepared_root=str(Path(settings.prepared_root).expanduser().resolve()
+                                                         if settings.prepared_root else corpus_root(data_cfg)))
     try:
         lm = ContextClippedHFLM(pretrained=str(model.path), tokenizer=str(model.path), trust_remote_code=model.trust_remote_code,
-                  batch_size=settings["batch_size"], device=settings["device"] or "cpu", dtype=settings["dtype"])
+                  batch_size=settings.batch_size, device=settings.device or "cpu", dtype=settings.dtype)
     except ValueError as err:
         if "trust_remote_code" in str(err):
             raise ConfigError("trust_remote_code", f"{model.spec} needs its own modeling code",
@@ -148,7 +145,7 @@ def evaluate_external(spec: str, eval_cfg: Mapping[str, Any] | DictConfig, study
                   "trust_remote_code": model.trust_remote_code, "fixedcode_export": model.exported_by_us},
         device=str(lm.device), seconds=round(time.time() - t0, 2), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     if write:
-        output = Path(settings["output"] or Path(study).expanduser() / EXTERNAL_DIR / slug(model) / EXTERNAL_FILE)
+        output = Path(settings.output or Path(study).expanduser() / EXTERNAL_DIR / slug(model) / EXTERNAL_FILE)
         atomic.write_json(output, record)
         record["output"] = str(output)
     return record

@@ -75,7 +75,7 @@ def sample(ckpt: Checkpoint, prompt: str, settings: SampleSettings) -> dict[str,
     for row in out[:, len(ids):].tolist():
         row = row[: row.index(eot)] if eot in row else row  # stop at the end of the document
         samples.append(tok.decode(row))
-    return {"prompt": prompt, "settings": asdict(settings), "samples": samples}
+    return {"prompt": prompt, "settings": asdict(settings), "samples": samples, "model_spec": ckpt.spec_note}
 
 
 def jobs_below(path: str) -> list[JobDir]:

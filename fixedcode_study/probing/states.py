@@ -22,11 +22,11 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 import torch
 
-from ..build import build_model
+from ..build import build_decoder
 from ..data import layout
 from ..errors import ConfigError
 from ..model import Decoder
-from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, load_checkpoint
+from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, load_checkpoint, spec_note, stored_model_spec
 from ..record.jobdir import RESULTS_FILE, WEIGHTS_FILE, JobDir
 
 SNAPSHOT_PATTERN = re.compile(r"step-(\d+)\.ckpt$")
@@ -146,8 +146,8 @@ def _fresh_model(subject: ProbeSubject) -> Decoder:
     if seed is None:
         raise ConfigError("checkpoint", f"{subject.final_dir / CHECKPOINT_CONFIG_FILE} records no seed",
                           "probe.snapshots=false for checkpoints without a seed")
-    return build_model(subject.config["model"], subject.config["input"], seed=seed,
-                       output_cfg=subject.config.get("output"))
+    spec, _ = stored_model_spec(subject.config)  # the model the checkpoint stores, not conf/'s today
+    return build_decoder(spec, seed=seed)
 
 
 def init_model(subject: ProbedModel | ProbeSubject) -> ProbedModel:
@@ -240,4 +240,13 @@ def subject_summary(subject: ProbeSubject) -> Mapping[str, Any]:
     return {"name": subject.name, "input": subject.input_type, "seed": subject.seed,
             "final_checkpoint": str(subject.final_dir), "job_dir": str(subject.job.path) if subject.job else None,
             "job_fingerprint": (record.get("fingerprint") or {}).get("sha"),
-            "job_finished_at": record.get("finished_at"), "data_cache_key": (subject.config.get("data") or {}).get("cache_key")}
+            "job_finished_at": record.get("finished_at"),
+            "data_cache_key": (subject.config.get("data") or {}).get("cache_key"), "model_spec": _spec_note(subject)}
+
+
+def _spec_note(subject: ProbeSubject) -> str:
+    """Where the probed models' spec came from: the checkpoint's stored spec, or (a format-1
+    checkpoint) reconstructed from conf/ at the load (record/checkpoint.py)."""
+    if subject.loader is not None:
+        return "imported"  # an outside model: its weights mapped onto the decoder (hub/imported.py)
+    return spec_note(stored_model_spec(subject.config)[1])

@@ -1,14 +1,28 @@
-"""Final model checkpoints that load without executing code.
+"""Final model checkpoints that load without executing code, and mean the same model whatever conf/ says later.
 
 A checkpoint is a directory:
   model.safetensors  weights (and the GF(2) matrix buffer, so the exact recoding travels along)
-  config.json        everything needed to rebuild the model and score with it: model preset,
-                     input config and its recorded properties, data facts (`data`: cache key,
-                     vocabulary, end-of-text) and the job's data settings (`data_config`: where
-                     the held-out documents come from), format version
+  config.json        everything needed to rebuild the model and score with it (format 2):
+                       spec         the job's resolved spec (spec.JobSpec.to_json): the model as built
+                                    under spec.model (build.ModelSpec: preset, architecture after size
+                                    matching, the input and head with every reference resolved), and
+                                    every setting the job ran with
+                       model, input, output  the model preset as composed, the input and head as built
+                                    (readers of the old keys: export, the model card, probes)
+                       input_props, output_props, data (cache key, vocabulary, end-of-text),
+                       data_config (where the held-out documents come from), seed, sweep,
+                       fingerprint, format_version
   tokenizer.json     the HF `tokenizers` tokenizer the model was trained with
 The folder is written under a temporary name and renamed into place (record/atomic.py), so a
 crash never leaves a half-written checkpoint under the final name.
+
+`load_checkpoint` builds the model from the stored spec alone (build.build_decoder of spec.model):
+it never reads conf/, so editing conf/input/binary16.yaml cannot change a stored gaussian16 model
+(whose scale matches binary16's RMS: binary16's settings are in its spec). A format-1 checkpoint
+(written before the spec was stored: its input named `rms_reference: binary16` and a load
+re-resolved the name) still loads: its references are resolved against conf/ once, at the load,
+and the Checkpoint says so (`model_spec = RECONSTRUCTED`), as does every record made from it
+(evaluation, probes, samples, exports).
 """
 
 from __future__ import annotations
@@ -22,38 +36,31 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..build import build_model
+from ..build import ModelSpec, build_decoder, resolve_model
+from ..config import resolve_input_references, resolve_output_references
 from ..errors import ConfigError, WriteFailed
 from ..model import Decoder
 from .atomic import FILE_MODE, atomic_dir
 from .jobdir import WEIGHTS_FILE, JobDir
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)  # 1: no stored spec (references re-resolved against conf/ at the load)
+STORED, RECONSTRUCTED = "stored", "reconstructed"  # where a loaded model's spec came from (Checkpoint.model_spec)
+RECONSTRUCTED_NOTE = ("a format-1 checkpoint (written before the spec was stored): the input and head references "
+                      "were resolved against conf/ as it is now")
 EXPORT_META = "fixedcode_export"  # the key of an export's config.json that names its source (hub/export.py)
 CHECKPOINT_CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"
 
 
-def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """A resolved plain dict: nested OmegaConf nodes would otherwise be written as strings."""
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True)
-    return dict(cfg)
-
-
-def save_checkpoint(
-    directory: str | os.PathLike,
-    model: Decoder,
-    model_cfg: Mapping[str, Any],
-    input_cfg: Mapping[str, Any],
-    tokenizer_path: str | os.PathLike,
-    extra: Mapping[str, Any] | None = None,
-) -> Path:
-    """Write the checkpoint folder; `extra` adds top-level config.json keys (data, data_config, seed, ...).
+def save_checkpoint(directory: str | os.PathLike, model: Decoder, config: Mapping[str, Any],
+                    tokenizer_path: str | os.PathLike) -> Path:
+    """Write the checkpoint folder. `config`: config.json's keys about the job (spec.JobSpec.checkpoint_config:
+    spec, model, input, output, data_config, seed, sweep, fingerprint; plus the data facts `data`);
+    the format version and the built model's properties are added here.
 
     A write that finds no room raises errors.WriteFailed naming the file (the half-written folder is
     removed, an earlier checkpoint under `directory` stays). The weights get the mode every record
@@ -74,15 +81,9 @@ def save_checkpoint(
             raise WriteFailed.of(OSError(code, os.strerror(code)), target) or OSError(
                 code, os.strerror(code), str(target)) from err
         os.chmod(tmp / WEIGHTS_FILE, FILE_MODE)
-        config = {
-            "format_version": FORMAT_VERSION,
-            "model": _plain(model_cfg),
-            "input": _plain(input_cfg),
-            "input_props": model.input.properties(),
-            "output_props": model.head.properties(),
-            **({k: _plain(v) if isinstance(v, DictConfig) else v for k, v in extra.items()} if extra else {}),
-        }
-        (tmp / CHECKPOINT_CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
+        written = {"format_version": FORMAT_VERSION, "input_props": model.input.properties(),
+                   "output_props": model.head.properties(), **config}
+        (tmp / CHECKPOINT_CONFIG_FILE).write_text(json.dumps(written, indent=2, default=str))
         shutil.copyfile(tokenizer_path, tmp / TOKENIZER_FILE)
     return directory
 
@@ -100,6 +101,12 @@ class Checkpoint:
     model: Decoder
     tokenizer: Any          # tokenizers.Tokenizer
     config: dict[str, Any]  # config.json as written
+    model_spec: str = STORED  # STORED: built from config.json's spec; RECONSTRUCTED: a format-1 checkpoint
+
+    @property
+    def spec_note(self) -> str:
+        """One line for a record made from this model: where its spec came from."""
+        return spec_note(self.model_spec)
 
     @property
     def data(self) -> dict[str, Any]:
@@ -138,10 +145,11 @@ def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "
         raise ConfigError("checkpoint", f"{directory} is one of our Hugging Face exports, not a workbench checkpoint",
                           "pass the job it was exported from (the commands map an export to it themselves), "
                           "or read the folder with transformers or lm-eval's hf model (trust_remote_code=True)")
-    if config.get("format_version") != FORMAT_VERSION:
+    if config.get("format_version") not in READABLE_FORMATS:
         raise ConfigError("checkpoint", f"format_version {config.get('format_version')} in {cfg_path}",
-                          f"this code reads format {FORMAT_VERSION}")
-    model = build_model(config["model"], config["input"], output_cfg=config.get("output"))  # no output: untied
+                          f"this code reads formats {', '.join(map(str, READABLE_FORMATS))}")
+    spec, source = stored_model_spec(config)
+    model = build_decoder(spec)
     try:
         state = load_file(str(weights_path))
     except (SafetensorError, OSError) as err:
@@ -163,7 +171,23 @@ def load_checkpoint(directory: str | os.PathLike, device: str | torch.device = "
     tokenizer = load_tokenizer(directory / TOKENIZER_FILE)
     if "data_config" not in config:
         config["data_config"] = _data_config_from_job(directory)
-    return Checkpoint(directory, model.to(device).eval(), tokenizer, config)
+    return Checkpoint(directory, model.to(device).eval(), tokenizer, config, source)
+
+
+def spec_note(source: str) -> str:
+    """What a record made from a loaded model says of its spec (STORED, or RECONSTRUCTED with why)."""
+    return STORED if source == STORED else f"{RECONSTRUCTED}: {RECONSTRUCTED_NOTE}"
+
+
+def stored_model_spec(config: Mapping[str, Any]) -> tuple[ModelSpec, str]:
+    """The ModelSpec a checkpoint's config.json describes, and where it came from: the stored spec
+    (format 2: STORED), or for a format-1 checkpoint its composed model, input and head resolved
+    against conf/ once, now (RECONSTRUCTED)."""
+    stored = config.get("spec")  # absent: format 1
+    if stored is not None:
+        return ModelSpec.from_json(stored["model"]), STORED
+    output = resolve_output_references(config.get("output"))  # absent before the output axis: untied
+    return resolve_model(config["model"], resolve_input_references(config["input"]), output), RECONSTRUCTED
 
 
 def _data_config_from_job(directory: Path) -> dict[str, Any] | None:

@@ -1,7 +1,8 @@
 """Never train the same job twice: a completed job with this job's fingerprint is linked in.
 
 Studies share reference arms (learned and binary16 at seeds 1-3 run in main, controls, code_width,
-...). When a job has no record yet, training/job.py asks `adopt_completed` first:
+...). When a job has no record yet, training/decide.py asks `completed_sources`, and
+training/job.py then `adopt_completed`:
 
   candidates  every <out_root>/{multirun,runs}/<name>/<job_key>/ (jobdir.STUDY_ROOTS) whose
               results.json says `completed` with this job's fingerprint sha (record/fingerprint.py:
@@ -13,11 +14,11 @@ Studies share reference arms (learned and binary16 at seeds 1-3 run in main, con
   the files   every file of the source's checkpoints/final/ hard-linked (copied where the filesystem
               refuses, e.g. across devices: `reused_from.link` says which), built under a temporary
               name and renamed into place (record/atomic.py); metrics.csv and gf2_matrix.json copied;
-              config.yaml written from this job's resolved config, like results.json's `config`. Not
+              config.yaml written from this job's composed config, like results.json's `config`. Not
               taken: the source's W&B run, run.log, probes/samples, snapshots, last.ckpt, its lock.
   the record  the source's (fingerprint, final numbers, timing, params, data, runtime: they describe
               the trained model) with this job's identity (sweep, job_key, job_dir, overrides, config,
-              started_at), a W&B run id of its own, no `eval`, and `reused_from` = {job_dir, sweep,
+              spec, started_at), a W&B run id of its own, no `eval`, and `reused_from` = {job_dir, sweep,
               fingerprint, finished_at, link}. It is written last, with status `running`.
 
 run_job then finishes it like any trained job (`_finish_trained`): a W&B run of its own with
@@ -36,11 +37,9 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from lightning.fabric.utilities.rank_zero import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
-
 from ..console import say
 from . import atomic
 from .jobdir import COMPLETED, RESULTS_FILE, RUNNING, STUDY_ROOTS, JobDir
@@ -50,17 +49,17 @@ __all__ = ["adopt_completed", "completed_sources"]
 HARDLINK, COPY = "hardlink", "copy"
 
 
-def adopt_completed(job: JobDir, cfg: DictConfig, overrides: list[str], current: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Link a completed job with this fingerprint into `job` and return its record (written as
-    results.json, status running), or None when there is none (or `reuse=false`): then train."""
-    if not bool(cfg.get("reuse", True)):
-        return None
-    here = job.path.resolve()
-    for source, record, via in completed_sources(Path(str(cfg.out_root)), str(current["sha"]), exclude=here):
+def adopt_completed(job: JobDir, sources: Sequence[tuple[JobDir, dict[str, Any], dict[str, Any] | None]],
+                    identity: Mapping[str, Any], config_yaml: str) -> dict[str, Any] | None:
+    """Link the first usable of `sources` (completed_sources: completed jobs with this job's
+    fingerprint, best first) into `job` and return its record (written as results.json, status
+    running), or None when none can be linked: then train. `identity`: this job's own part of the
+    record (sweep, overrides, config, spec); `config_yaml`: its config.yaml text."""
+    for source, record, via in sources:
         if rank_zero_only.rank != 0:
             # Rank 0 links the files and writes the record; the others only need the decision.
-            return _record(job, cfg, overrides, source, record, via, HARDLINK)
-        adopted = _adopt(job, cfg, overrides, source, record, via)
+            return _record(job, identity, source, record, via, HARDLINK)
+        adopted = _adopt(job, identity, config_yaml, source, record, via)
         if adopted is not None:
             return adopted
     return None
@@ -130,7 +129,7 @@ def _same_source(before: Mapping[str, Any], after: Mapping[str, Any] | None) -> 
     return after is not None and key(before) == key(after)
 
 
-def _adopt(job: JobDir, cfg: DictConfig, overrides: list[str], source: JobDir, record: dict[str, Any],
+def _adopt(job: JobDir, identity: Mapping[str, Any], config_yaml: str, source: JobDir, record: dict[str, Any],
            via: dict[str, Any] | None) -> dict[str, Any] | None:
     src_final = source.path / record["checkpoint"]
     link = HARDLINK
@@ -152,7 +151,7 @@ def _adopt(job: JobDir, cfg: DictConfig, overrides: list[str], source: JobDir, r
                 _copy(src, dst)
             else:
                 dst.unlink(missing_ok=True)
-        atomic.write_text(job.config, OmegaConf.to_yaml(cfg, resolve=True))
+        atomic.write_text(job.config, config_yaml)
     except OSError as err:  # e.g. the source was retrained or deleted while it was linked: next, or train
         _undo(job)
         say(f"[run] {job.name}: could not link the completed job {source.path} ({type(err).__name__}: {err})",
@@ -161,7 +160,7 @@ def _adopt(job: JobDir, cfg: DictConfig, overrides: list[str], source: JobDir, r
     if not _same_source(record, source.read_results()):
         _undo(job)
         return None
-    adopted = _record(job, cfg, overrides, source, record, via, link)
+    adopted = _record(job, identity, source, record, via, link)
     job.write_results(adopted)  # last: only now is this directory a (trained, running) job
     say(f"[run] {job.name}: reusing the completed job {source.path} (same fingerprint "
         f"{adopted['reused_from']['fingerprint'][:12]}){_runtime_caveat(record)}; force=true retrains it")
@@ -188,7 +187,7 @@ def _undo(job: JobDir) -> None:
         path.unlink(missing_ok=True)
 
 
-def _record(job: JobDir, cfg: DictConfig, overrides: list[str], source: JobDir, record: Mapping[str, Any],
+def _record(job: JobDir, identity: Mapping[str, Any], source: JobDir, record: Mapping[str, Any],
             via: Mapping[str, Any] | None, link: str) -> dict[str, Any]:
     """The source's record with this job's identity (see the module docstring)."""
     adopted = {k: v for k, v in record.items() if k not in ("eval", "finished_at", "reused_from")}
@@ -198,8 +197,9 @@ def _record(job: JobDir, cfg: DictConfig, overrides: list[str], source: JobDir, 
     if via:  # linked from a reuse whose original is gone: say where the weights were trained
         reused_from["original"] = dict(via)
     adopted.update(
-        status=RUNNING, error=None, sweep=cfg.name, job_key=job.name, job_dir=str(job.path.resolve()),
-        overrides=list(overrides), config=OmegaConf.to_container(cfg, resolve=True),
+        status=RUNNING, error=None, sweep=identity["sweep"], job_key=job.name, job_dir=str(job.path.resolve()),
+        overrides=list(identity["overrides"]), config=json.loads(json.dumps(identity["config"])),
+        spec=json.loads(json.dumps(identity["spec"])),
         checkpoint=str(job.final_checkpoint.relative_to(job.path)),
         attempts=1, wandb_id=uuid.uuid4().hex[:12],  # never the source's W&B run
         started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), reused_from=reused_from)

@@ -39,7 +39,7 @@ def recipe_summary(spec: JobSpec) -> dict[str, Any]:
     per_token = flops_per_token(mcfg, plan.seq_len, spec.model.head_flops())  # the built model's, its head included
     total = per_token["total"] * plan.tokens  # the budget rounded up to whole steps
     return {
-        "tokens_budget": int(spec.config["train"]["tokens"]),
+        "tokens_budget": spec.train.tokens,
         "tokens_trained": plan.tokens,
         "steps": plan.max_steps,
         "global_batch_tokens": plan.tokens_per_step,
@@ -61,11 +61,11 @@ def describe(spec: JobSpec) -> dict[str, Any]:
         model = build_decoder(spec.model, seed=spec.seed)
     params = parameter_groups(model)
     props = model.input.properties()
-    preset = {k: v for k, v in spec.config["model"].items() if k not in ("name", "source")}
+    preset = spec.model.preset.to_dict()
     out = {
         "input": spec.input_name,
         "model": spec.model_name,
-        "model_source": spec.config["model"]["source"],
+        "model_source": spec.model_source,
         "architecture": model.config.to_dict(),  # what was built (size matching may change the preset)
         "params": params,
         "input_table_share_of_trainable": params["input_trainable"] / params["trainable"],
@@ -76,7 +76,7 @@ def describe(spec: JobSpec) -> dict[str, Any]:
         "recipe": recipe_summary(spec),  # tokens, steps, batch split, training FLOPs
     }
     if props.get("flop_match"):
-        seq_len, budget = spec.plan.seq_len, int(spec.config["train"]["tokens"])
+        seq_len, budget = spec.plan.seq_len, spec.train.tokens
         baseline = flops_per_token(spec.model.preset, seq_len)["total"]
         own = spec.model.flops_per_token(seq_len)
         tokens = spec.model.flop_matched_tokens(budget, seq_len)

@@ -1,53 +1,56 @@
-"""One job's resolved spec: the composed config read once, at the front door, into frozen objects.
+"""One job's resolved spec: the composed config read once, at the front door, into frozen, typed objects.
 
-`JobSpec.from_cfg(cfg)` is the one place a composed config becomes what a job runs: every setting
-validated (spec/settings.py, one line naming the field), the model as built (build.ModelSpec: the
-preset parsed, the input's references resolved, size matching applied, once), the batch plan, the
-validation schedule, the runtime decisions (threads; compile, from the built model's FLOPs),
-checkpoint, evaluation and logger settings, and the fingerprint. Nothing below it (training/,
-the data module, the W&B mirror, the record) reads the raw DictConfig again, so every figure of a
-job (the compile decision, results.json's flops_per_token, the fingerprint) comes from one
-resolution. The pattern is lm-eval's `EvaluatorConfig.from_cli` -> `simple_evaluate` and
-litgpt's dataclass arguments.
+`JobSpec.from_cfg(cfg)` is the one place a composed config becomes what a job runs: every part
+typed and validated where it is built (spec/parts.py: train, optim, data, trainer, logger,
+checkpoint; spec/evaluation.py: eval; one line naming the field), the model as built (build.ModelSpec:
+the preset parsed, every reference resolved: an input naming another variant, `init_code: binary16`
+or `rms_reference: binary16`, and an output head's `code: binary16`, carry that variant's settings
+from then on; size matching applied), the batch plan, the validation schedule, the runtime
+decisions (threads; compile, from the built model's FLOPs) and the fingerprint. Nothing below it
+(training/, the data module, the W&B mirror, the record, evaluation, systems, studies) reads a
+composed config again: each takes the JobSpec or a part of it. The pattern is lm-eval's
+`EvaluatorConfig.from_cli` -> `simple_evaluate` and litgpt's dataclass arguments.
 
-Defaults live in conf/ only: every key below is read directly, so a key missing from a composed
-config is a KeyError naming it, not a second default. The few `.get` left are keys conf/ leaves
-out on purpose (Lightning Trainer arguments a trainer file may omit, the code width of inputs
-that have none), each with its reason.
+`to_json()` / `from_json()` round-trip exactly (tests/test_spec.py). The JSON is stored verbatim
+in results.json (`spec`) and in every checkpoint (the final one's config.json, and last.ckpt), so a
+stored model is rebuilt from what it was trained with, whatever conf/ says later
+(record/checkpoint.py). `composed` is the config as the user composed it (references by name):
+results.json `config`, config.yaml and the W&B run config record it; nothing decides anything from it.
+
+Defaults live in conf/ only: a key missing from a composed group is named, not defaulted, and a key
+no spec knows is refused by name. The Lightning Trainer arguments a conf/trainer file may leave out
+get Lightning's own defaults (spec/parts.TrainerSpec).
 """
 
 from __future__ import annotations
 
-import copy
+import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from ..build import ModelSpec, resolve_model
-from ..config import resolve_input_references, resolve_output_references
+from ..config import job_config, resolve_input_references, resolve_output_references, to_yaml
+from ..errors import ConfigError
 from ..data.split import identity as data_identity
-from ..inputs import build_input
 from ..heads import is_default_output
+from ..inputs import build_input
 from ..record.fingerprint import fingerprint
-from .evaluation import eval_settings, wants_eval
+from .evaluation import EvalSpec, wants_eval
+from .parts import CheckpointSpec, DataSpec, LoggingSpec, OptimSpec, TrainerSpec, TrainSpec
 from .plan import BatchPlan, plan_batch
-from .runtime import check_strategy_device, determinism, resolve_compile, resolve_threads
+from .runtime import determinism, resolve_compile, resolve_threads
 from .schedule import validation_schedule
-from .settings import validate_settings
+from .serial import from_json, to_json
+from .settings import check, check_group, check_seq_len
 
-__all__ = ["CheckpointSpec", "JobSpec", "RuntimeSpec"]
+__all__ = ["CheckpointSpec", "DataSpec", "EvalSpec", "JobSpec", "LoggingSpec", "OptimSpec", "RuntimeSpec",
+           "TrainSpec", "TrainerSpec"]
 
-
-@dataclass(frozen=True)
-class CheckpointSpec:
-    """conf/config.yaml `checkpoint`: resume state cadence, retention and preemption signals."""
-    every_steps: int
-    keep_every_steps: int
-    keep_last: bool
-    resume: bool
-    preempt_signals: tuple[str, ...]
+# The top-level settings of a composed job config (conf/config.yaml), each read into a part below.
+TOP_LEVEL = ("name", "seed", "out_root", "force", "reuse", "threads", "train", "checkpoint", "job_key_ignore",
+             "input", "output", "model", "data", "trainer", "optim", "logger", "eval")
 
 
 @dataclass(frozen=True)
@@ -68,52 +71,59 @@ class RuntimeSpec:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """Everything one job needs, resolved and validated (see the module docstring).
-
-    The mappings it holds (trainer, optim, data, eval, wandb, config) are plain resolved containers
-    and are not to be mutated; `config` is the whole resolved config, as results.json, config.yaml
-    and the W&B run record it.
-    """
+    """Everything one job needs, resolved and validated (see the module docstring)."""
     name: str                       # the study: W&B group, folder under out_root
     seed: int
+    out_root: str                   # where studies live: reuse looks for completed twins under it
+    force: bool                     # retrain from scratch whatever the job directory holds
+    reuse: bool                     # link a completed job of the same fingerprint in (record/reuse.py)
     model_name: str
+    model_source: str               # the preset's `source` line (where its architecture comes from)
     input_name: str
     output_name: str                # the head (conf/output): untied unless the job asked for another
-    model: ModelSpec
+    model: ModelSpec                # the model as built: every reference resolved, size matching applied
+    train: TrainSpec
+    optim: OptimSpec
+    data: DataSpec
+    trainer: TrainerSpec
+    logging: LoggingSpec
+    checkpoint: CheckpointSpec
+    eval_name: str
+    eval: EvalSpec | None           # None: no evaluation asked
     plan: BatchPlan
     validation_steps: tuple[int, ...]
     runtime: RuntimeSpec
-    checkpoint: CheckpointSpec
-    trainer: Mapping[str, Any]      # Lightning Trainer arguments (hydra.utils.instantiate)
-    optim: Mapping[str, Any]
-    data: Mapping[str, Any]         # data/prepare.py's config
-    log_every: int
-    val_batch_size: int
-    eval_name: str
-    eval: Mapping[str, Any] | None  # validated evaluation settings; None: no evaluation asked
-    wandb: Mapping[str, Any] | None  # logger.wandb (project, entity, mode); None: local files only
-    force: bool
-    config: Mapping[str, Any]
+    composed: Mapping[str, Any]     # the config as composed: a record only (see the module docstring)
     fingerprint: Mapping[str, Any]
 
     @classmethod
-    def from_cfg(cls, cfg: DictConfig | Mapping[str, Any]) -> "JobSpec":
-        """Resolve and validate a composed config (config.compose, or the Hydra app's)."""
-        config = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else copy.deepcopy(dict(cfg))
-        validate_settings(config)
+    def from_cfg(cls, cfg: Mapping[str, Any]) -> "JobSpec":
+        """Resolve and validate a composed config (Hydra's, config.compose's, or plain data of one)."""
+        config = job_config(cfg)
+        unknown = sorted(set(config) - set(TOP_LEVEL))
+        if unknown:
+            raise ConfigError(unknown[0], "is not a setting of a job", f"use one of {', '.join(TOP_LEVEL)}")
+        missing = [k for k in TOP_LEVEL if k not in config and k != "output"]  # output: absent in older records
+        if missing:
+            raise ConfigError(missing[0], "is missing from the composed config",
+                              "compose the job from conf/ (its defaults live there)")
+        check("seed", config["seed"])
+        train, optim = TrainSpec.of(config["train"]), OptimSpec.of(config["optim"])
+        check_group("model", config["model"])
+        check_seq_len(train.seq_len, config["model"]["max_seq_len"])
+        data, trainer = DataSpec.of(config["data"]), TrainerSpec.of(config["trainer"])
+        checkpoint, logging = CheckpointSpec.of(config["checkpoint"]), LoggingSpec.of(config["logger"])
         threads = resolve_threads(config["threads"])
-        # Input variants that name another (init_code / rms_reference: binary16) take that variant's
-        # settings as they are today; the fingerprint hashes them too (editing binary16.yaml changes them).
+        # Every reference resolved here, once: from now on the variant named is these settings.
         output = resolve_output_references(config.get("output"))
         model = resolve_model(config["model"], resolve_input_references(config["input"]), output)
-        plan = plan_batch(config, model)
-        steps = validation_schedule(config["train"], plan.max_steps)
+        plan = plan_batch(train, trainer, model)
+        steps = validation_schedule(train.val_schedule, train.val_points, train.val_every, plan.max_steps)
         check_input(model)
         train_flops = float(model.flops_per_token(plan.seq_len)) * plan.tokens
-        compiled = resolve_compile(config["train"], train_flops)
+        compiled = resolve_compile(train.compile, train.compile_min_flops, train_flops)
         eval_cfg = config["eval"]
-        evaluation = eval_settings(eval_cfg) if wants_eval(eval_cfg) else None
-        ckpt, trainer = config["checkpoint"], config["trainer"]
+        evaluation = EvalSpec.of(eval_cfg) if wants_eval(eval_cfg) else None
         # data.split enters only where it is not the rule the source's jobs had before the setting existed.
         hashed = {**config, "data": data_identity(config["data"]), "input": dict(model.input), "output": dict(model.output)}
         if is_default_output(model.output):
@@ -122,49 +132,66 @@ class JobSpec:
             hashed.pop("output")
         # train.compile=auto hashes what it resolved to: compiled kernels change the last bits.
         current = fingerprint(hashed, list(config["job_key_ignore"]), {**plan.identity(), "compile": compiled})
-        check_strategy_device(trainer.get("strategy"), str(trainer.get("accelerator", "auto")))
         return cls(
-            name=str(config["name"]), seed=int(config["seed"]), model_name=str(config["model"]["name"]),
-            input_name=str(config["input"]["name"]), output_name=str((config.get("output") or {}).get("name", "untied")),
-            model=model, plan=plan, validation_steps=tuple(steps),
+            name=str(config["name"]), seed=int(config["seed"]), out_root=str(config["out_root"]),
+            force=bool(config["force"]), reuse=bool(config["reuse"]), model_name=str(config["model"]["name"]),
+            model_source=config["model"]["source"],
+            input_name=str(config["input"]["name"]),
+            output_name=str((config.get("output") or {}).get("name", "untied")),  # no output: a record from before the axis
+            model=model, train=train, optim=optim, data=data, trainer=trainer, logging=logging, checkpoint=checkpoint,
+            eval_name=str(eval_cfg["name"]), eval=evaluation, plan=plan, validation_steps=tuple(steps),
             runtime=RuntimeSpec(
-                # precision, accelerator, strategy and the bar are Trainer arguments that a conf/trainer
-                # file may leave to Lightning; these defaults are Lightning's own.
-                precision=str(trainer.get("precision", "32-true")), accelerator=str(trainer.get("accelerator", "auto")),
-                compile=compiled, compile_per_block="fsdp" in str(trainer.get("strategy", "")).lower(),
-                threads=threads, progress_bar=bool(trainer.get("enable_progress_bar", True)),
-                deterministic=determinism(str(trainer.get("accelerator", "auto")), compiled, threads,
-                                          plan.world, trainer.get("deterministic"))),
-            checkpoint=CheckpointSpec(
-                every_steps=int(ckpt["every_steps"]), keep_every_steps=int(ckpt["keep_every_steps"]),
-                keep_last=bool(ckpt["keep_last"]), resume=bool(ckpt["resume"]),
-                preempt_signals=tuple(ckpt["preempt_signals"])),
-            trainer=trainer, optim=config["optim"], data=config["data"], log_every=int(config["train"]["log_every"]),
-            val_batch_size=int(config["train"]["val_batch_size"]), eval_name=str(eval_cfg["name"]), eval=evaluation,
-            wandb=config["logger"]["wandb"], force=bool(config["force"]), config=config, fingerprint=current,
+                precision=trainer.precision, accelerator=trainer.accelerator, compile=compiled,
+                compile_per_block="fsdp" in str(trainer.strategy).lower(), threads=threads,
+                progress_bar=trainer.enable_progress_bar,
+                deterministic=determinism(trainer.accelerator, compiled, threads, plan.world, trainer.deterministic)),
+            composed=config, fingerprint=current,
         )
 
+    # -- the spec as data ------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON data; `from_json` gives back an equal spec (results.json `spec`, checkpoints)."""
+        return to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "JobSpec":
+        return from_json(cls, data)
+
+    def to_text(self) -> str:
+        """The JSON as one string (a Lightning checkpoint stores it so, loadable with weights_only=True)."""
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    # -- what the record says about it -----------------------------------------------------------
     @property
     def code_width(self) -> Any:
-        return self.config["input"]["code_width"]  # null for learned tables
+        return self.model.input["code_width"]  # null for learned tables
+
+    @property
+    def wandb(self):
+        return self.logging.wandb
 
     def record_config(self) -> dict[str, Any]:
-        """A copy of the resolved config, for a record that may be changed later."""
-        return copy.deepcopy(dict(self.config))
+        """A copy of the composed config, for a record that may be changed later (results.json `config`)."""
+        return json.loads(json.dumps(self.composed))
 
     def config_yaml(self) -> str:
-        """config.yaml's text: the resolved config."""
-        return OmegaConf.to_yaml(OmegaConf.create(self.record_config()))
+        """config.yaml's text: the composed config, resolved."""
+        return to_yaml(self.composed)
 
-    def config_node(self) -> DictConfig:
-        """The resolved config as a DictConfig, for record-layer code that reads one (record/reuse.py)."""
-        return OmegaConf.create(self.record_config())
+    def checkpoint_config(self) -> dict[str, Any]:
+        """What a final checkpoint's config.json says about the job beside its weights: the spec it
+        was trained under (the model as built among it), and for readers of older checkpoints the
+        same facts under their old keys: the model preset as composed, the input and head as built."""
+        return {"spec": self.to_json(), "model": self.record_config()["model"], "input": dict(self.model.input),
+                "output": dict(self.model.output),
+                "data_config": dict(self.data.settings), "seed": self.seed, "sweep": self.name,
+                "fingerprint": self.fingerprint["sha"]}
 
 
 def check_input(model: ModelSpec) -> None:
     """Build the input interface on the meta device (shapes only): a bad input setting (unknown key,
     bad seed, a reference that is not a fixed code) fails here, before the job directory is touched;
-    the Decoder itself is built once, by training (training/job.py)."""
+    the Decoder itself is built once, by training (training/procedure.py)."""
     mcfg = model.config
     with torch.random.fork_rng(devices=[]), torch.device("meta"):
         build_input(model.input, mcfg.vocab_size, mcfg.d_model, mcfg.init_std)

@@ -11,34 +11,30 @@ A pure function of the settings and the ModelSpec (a flop-matched input trains f
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from ..build import ModelSpec, resolve_input_references, resolve_model
-from ..config import resolve_output_references
+from ..build import ModelSpec
 from ..errors import ConfigError
+from .parts import TrainerSpec, TrainSpec
 
 __all__ = ["BatchPlan", "plan_batch", "world_size"]
 
 
-def world_size(trainer_cfg: Mapping[str, Any]) -> int:
-    """Number of training processes the trainer config asks for (devices per node x nodes)."""
-    # devices, accelerator and num_nodes are Lightning Trainer arguments; a conf/trainer file that
-    # leaves one out gets Lightning's own default, which these .get defaults repeat.
-    devices = trainer_cfg.get("devices", 1)
+def world_size(trainer: TrainerSpec) -> int:
+    """Number of training processes a TrainerSpec asks for (devices per node x nodes)."""
+    devices = trainer.devices
     if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
         devices = int(devices)
-    if isinstance(devices, (list, tuple)) or (hasattr(devices, "__len__") and not isinstance(devices, str)):
+    if isinstance(devices, (list, tuple)):
         n = len(devices)
     elif isinstance(devices, int) and devices > 0:
         n = devices
     else:  # "auto" / -1: every visible GPU for GPU trainers, one process on CPU (Lightning's rule)
-        accel = str(trainer_cfg.get("accelerator", "auto"))
+        accel = trainer.accelerator
         n = torch.cuda.device_count() if accel in ("gpu", "cuda", "auto") and torch.cuda.is_available() else 1
-    return max(1, n) * int(trainer_cfg.get("num_nodes", 1))
+    return max(1, n) * int(trainer.num_nodes)
 
 
 @dataclass(frozen=True)
@@ -67,26 +63,16 @@ class BatchPlan:
                 "micro_batch": self.micro_batch, "grad_accum": self.grad_accum, "world_size": self.world}
 
 
-def plan_batch(cfg: Mapping[str, Any], model: ModelSpec | None = None) -> BatchPlan:
-    """Tokens per step, accumulation and step count from `train` and `trainer` settings.
-
-    `model` is the job's ModelSpec (spec/job.py passes the one it resolved); without it the
-    config's model and input are resolved here (sweep planning, tests).
-    """
-    t = cfg["train"]
-    if int(t["tokens"]) <= 0:
-        raise ConfigError("train.tokens", f"budget {t['tokens']} is not positive", "set train.tokens to a positive count")
-    micro, seq_len, world = int(t["batch_size"]), int(t["seq_len"]), world_size(cfg["trainer"])
-    for field, value in (("train.batch_size", micro), ("train.seq_len", seq_len)):
-        if value <= 0:
-            raise ConfigError(field, f"{value} is not positive", f"set {field} to a positive number")
+def plan_batch(train: TrainSpec, trainer: TrainerSpec, model: ModelSpec) -> BatchPlan:
+    """Tokens per step, accumulation and step count of a job: its TrainSpec and TrainerSpec
+    (spec/parts.py) and the ModelSpec it builds (a flop-matched input trains fewer tokens)."""
+    micro, seq_len, world = train.batch_size, train.seq_len, world_size(trainer)
     per_micro_step = micro * seq_len * world  # tokens one accumulation micro-step adds, all ranks
-    global_tokens = t["global_batch_tokens"]
-    if global_tokens is None:
-        grad_accum = int(t["grad_accum"])
+    if train.global_batch_tokens is None:
+        grad_accum = train.grad_accum
     else:
-        global_tokens = int(global_tokens)
-        if global_tokens <= 0 or global_tokens % per_micro_step:
+        global_tokens = train.global_batch_tokens
+        if global_tokens % per_micro_step:
             raise ConfigError(
                 "train.global_batch_tokens",
                 f"{global_tokens} is not a positive multiple of batch_size x seq_len x world size = "
@@ -96,9 +82,6 @@ def plan_batch(cfg: Mapping[str, Any], model: ModelSpec | None = None) -> BatchP
     if grad_accum < 1:
         raise ConfigError("train.grad_accum", f"{grad_accum} is below 1", "use grad_accum >= 1")
     tokens_per_step = per_micro_step * grad_accum
-    if model is None:
-        model = resolve_model(cfg["model"], resolve_input_references(cfg["input"]),
-                              resolve_output_references(cfg.get("output")))
     # flop_match: learned (the controls' *_isoflop arms) trains on the budget with learned's training FLOPs
-    tokens = model.flop_matched_tokens(int(t["tokens"]), seq_len)
+    tokens = model.flop_matched_tokens(train.tokens, seq_len)
     return BatchPlan(micro, seq_len, grad_accum, world, max(1, math.ceil(tokens / tokens_per_step)))

@@ -17,7 +17,7 @@ the training itself read one decision.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
@@ -88,14 +88,13 @@ def check_strategy_device(strategy: Any, accelerator: str) -> None:
                           "use trainer=ddp_cpu for several CPU processes, or run trainer=fsdp on GPUs")
 
 
-def resolve_compile(train: Mapping[str, Any], train_flops: float) -> bool:
-    """train.compile (true | false | auto) for a job of `train_flops` training FLOPs."""
-    setting = train["compile"]
+def resolve_compile(setting: Any, min_flops: Any, train_flops: float) -> bool:
+    """train.compile (true | false | auto) for a job of `train_flops` training FLOPs; auto compiles
+    from train.compile_min_flops (`min_flops`) up."""
     if setting not in COMPILE_CHOICES:
         raise ConfigError("train.compile", f"got {setting!r}", "use true, false or auto")
     if setting != "auto":
         return bool(setting)
-    threshold = train["compile_min_flops"]
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 0:
-        raise ConfigError("train.compile_min_flops", f"got {threshold!r}", "use a number of FLOPs >= 0, e.g. 1e12")
-    return train_flops >= float(threshold)
+    if isinstance(min_flops, bool) or not isinstance(min_flops, (int, float)) or min_flops < 0:
+        raise ConfigError("train.compile_min_flops", f"got {min_flops!r}", "use a number of FLOPs >= 0, e.g. 1e12")
+    return train_flops >= float(min_flops)

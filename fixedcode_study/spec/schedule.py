@@ -16,9 +16,6 @@ job the same list as the attempt it continues. training/schedule.py makes Lightn
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
-
 from ..errors import ConfigError
 
 SCHEDULES = ("log", "every")
@@ -77,20 +74,15 @@ def every_steps(max_steps: int, every: int) -> list[int]:
     return sorted(set(range(int(every), int(max_steps) + 1, int(every))) | {int(max_steps)})
 
 
-def validation_schedule(train: Mapping[str, Any], max_steps: int) -> list[int]:
-    """The validation steps of a job from its `train` settings (`val_schedule`, `val_points`, `val_every`).
-
-    Only the chosen schedule's own count is read (conf/config.yaml declares all three).
-    """
-    kind = str(train["val_schedule"])
+def validation_schedule(kind: str, points: int, every: int, max_steps: int) -> list[int]:
+    """The validation steps of a job from its `train` settings (`val_schedule`, `val_points`,
+    `val_every`; spec/parts.TrainSpec). Only the chosen schedule's own count is read."""
     if kind == "log":
-        points = int(train["val_points"])
-        if points < 1:
+        if int(points) < 1:
             raise ConfigError("train.val_points", f"{points} is below 1", "use the number of validations wanted, e.g. 16")
-        return validation_steps(max_steps, points)
+        return validation_steps(max_steps, int(points))
     if kind == "every":
-        every = int(train["val_every"])
-        if every < 1:
+        if int(every) < 1:
             raise ConfigError("train.val_every", f"{every} is below 1", "use a positive number of optimizer steps")
-        return every_steps(max_steps, every)
+        return every_steps(max_steps, int(every))
     raise ConfigError("train.val_schedule", f"unknown schedule {kind!r}", f"use one of {', '.join(SCHEDULES)}")

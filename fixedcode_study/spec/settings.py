@@ -1,10 +1,11 @@
-"""Every numeric setting of a job checked before any work starts: one line naming the field.
+"""The range of every numeric setting of a job, checked before any work starts: one line naming the field.
 
 A NaN learning rate trains a model of NaNs for an hour; a negative one trains backwards; a
 `train.seq_len` above `model.max_seq_len` used to surface as a confusing data-split error. Each
-rule below is (field, test, what the value must be). Model shapes are checked by
-ModelConfig.validate, the batch arithmetic by spec/plan.plan_batch and files by the code that opens
-them (data/prepare.py, record/checkpoint.py); this module covers the rest of the numbers.
+rule below is (field, test, what the value must be); the spec that holds a field applies its rule
+where it is built (`check` in the `__post_init__` of spec/parts.py's specs, `check_group` for the
+model preset). Model shapes are checked by ModelConfig.validate, the batch arithmetic by
+spec/plan.plan_batch and files by the code that opens them (data/prepare.py, record/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ RULES: tuple[Rule, ...] = (
     ("train.batch_size", lambda v: v >= 1, "an integer >= 1", True),
     ("train.seq_len", lambda v: v >= 2, "an integer >= 2", True),
     ("train.grad_accum", lambda v: v >= 1, "an integer >= 1", True),
+    ("train.global_batch_tokens", lambda v: v >= 1, "a positive integer or null", True),
     ("train.val_every", lambda v: v >= 1, "an integer >= 1", True),
     ("train.val_points", lambda v: v >= 1, "an integer >= 1", True),
     ("train.log_every", lambda v: v >= 1, "an integer >= 1", True),
@@ -62,39 +64,47 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def lookup(cfg: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return False, None
-        node = node[part]
-    return True, node
+def check(field: str, value: Any) -> None:
+    """Raise ConfigError when `value` breaks the rule of `field` (RULES); None passes for nullable fields."""
+    _, test, requirement, integer = _BY_FIELD[field]
+    if value is None and field in _NULLABLE:
+        return
+    number = _number(value)
+    if number is None or not math.isfinite(number) or (integer and not _integer(value)) or not test(number):
+        raise ConfigError(field, f"{value!r} is not {requirement}", f"set {field} to {requirement}")
 
 
-def validate_settings(cfg: Mapping[str, Any]) -> None:
-    """Raise ConfigError for the first setting out of range (absent optional settings pass)."""
-    for field, test, requirement, integer in RULES:
-        present, value = lookup(cfg, field)
-        if not present or (value is None and field in _NULLABLE):
-            continue
-        number = _number(value)
-        if number is None or not math.isfinite(number) or (integer and not _integer(value)) or not test(number):
-            raise ConfigError(field, f"{value!r} is not {requirement}", f"set {field} to {requirement}")
-    for i, beta in enumerate(lookup(cfg, "optim.betas")[1] or []):
+def check_group(group: str, values: Mapping[str, Any]) -> None:
+    """Every rule of `group` (model, train, ...) on the keys `values` has (absent optional keys pass)."""
+    for field, *_ in RULES:
+        prefix, _, key = field.partition(".")
+        if prefix == group and key in values:
+            check(field, values[key])
+
+
+def check_betas(betas: Any) -> None:
+    if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+        raise ConfigError("optim.betas", f"{betas!r} is not two numbers", "use betas like [0.9, 0.95]")
+    for i, beta in enumerate(betas):
         number = _number(beta)
         if number is None or not 0 <= number < 1:
             raise ConfigError(f"optim.betas[{i}]", f"{beta!r} is not in [0, 1)", "use betas like [0.9, 0.95]")
+
+
+def check_signals(names: Any) -> None:
     import signal
 
-    for name in lookup(cfg, "checkpoint.preempt_signals")[1] or []:
+    for name in names or []:
         if not isinstance(name, str) or not hasattr(signal, name):
             raise ConfigError("checkpoint.preempt_signals", f"{name!r} is not a signal name",
                               "use names like SIGTERM, SIGUSR1, SIGUSR2")
-    present, seq_len = lookup(cfg, "train.seq_len")
-    has_max, max_len = lookup(cfg, "model.max_seq_len")
-    if present and has_max and int(seq_len) > int(max_len):
-        raise ConfigError("train.seq_len", f"{seq_len} exceeds model.max_seq_len={max_len} (the RoPE tables' length)",
-                          f"use train.seq_len <= {max_len} or raise model.max_seq_len")
 
 
-_NULLABLE = {"trainer.gradient_clip_val", "data.val_fraction"}
+def check_seq_len(seq_len: int, max_seq_len: int) -> None:
+    if int(seq_len) > int(max_seq_len):
+        raise ConfigError("train.seq_len", f"{seq_len} exceeds model.max_seq_len={max_seq_len} (the RoPE tables' length)",
+                          f"use train.seq_len <= {max_seq_len} or raise model.max_seq_len")
+
+
+_BY_FIELD = {rule[0]: rule for rule in RULES}
+_NULLABLE = {"trainer.gradient_clip_val", "data.val_fraction", "train.global_batch_tokens"}

@@ -1,11 +1,11 @@
 """What a study costs, before any job runs: each job's size and FLOPs from the model it builds, the
 study's total in FLOPs, CPU hours and GPU hours, and the plan printed with it (`--dry-run`).
 
-Every job's model is built on the meta device (shapes only: instant even for the 1.7B preset) with
-`build.build_model`, the build training uses, size matching included, so an invalid combination
-stops the study before anything launches and the FLOPs per token are those of the model the job
-trains, not of its preset. Tokens are the training plan's (`spec.plan.plan_batch`: whole
-optimizer steps, flop-matched arms scaled). FLOPs = tokens x `accounting.flops_per_token`
+Every job's model is built on the meta device (shapes only: instant even for the 1.7B preset) from
+its resolved spec (`build.build_decoder` of spec.model, the build training uses, size matching
+included), so an invalid combination stops the study before anything launches and the FLOPs per
+token are those of the model the job trains, not of its preset. Tokens are the job's training plan
+(spec.plan: whole optimizer steps, flop-matched arms scaled). FLOPs = tokens x `accounting.flops_per_token`
 (PaLM's 6N + 12 L H D T).
 """
 
@@ -17,15 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 
 from ..accounting import parameter_groups
-from ..build import build_decoder, resolve_model
-from ..config import resolve_input_references, resolve_output_references
+from ..build import build_decoder
 from ..errors import ConfigError
-from ..spec.plan import plan_batch
 from .progress import COMPLETED, NEW, PARTIAL, STALE, JobProgress, remaining
-from .study import Job, Study, launch_overrides
+from .study import Job, Study, in_job, launch_overrides
 
 __all__ = ["CPU_GFLOPS", "CPU_JOB_OVERHEAD_S", "GPU_MFU", "GPU_PEAK_TFLOPS", "Rates", "cost_summary",
            "describe_plan", "job_facts"]
@@ -52,29 +49,22 @@ class Rates:
 
 def job_facts(jobs: list[Job]) -> list[dict[str, Any]]:
     """Build every job's model on the meta device (catches invalid combinations) and compute its cost."""
-    cache: dict[str, tuple[dict[str, int], Any]] = {}  # one build per distinct (model, input)
+    cache: dict[str, dict[str, int]] = {}  # one build per distinct model as built
     facts = []
     for job in jobs:
-        model_cfg = OmegaConf.to_container(job.cfg.model, resolve=True)
-        input_cfg = OmegaConf.to_container(job.cfg.input, resolve=True)
-        output_cfg = OmegaConf.to_container(job.cfg.output, resolve=True) if "output" in job.cfg else None
-        key = json.dumps([model_cfg, input_cfg, output_cfg], sort_keys=True, default=str)
+        spec = job.spec
+        key = json.dumps(spec.model.to_json(), sort_keys=True, default=str)
         if key not in cache:
             try:
-                spec = resolve_model(model_cfg, resolve_input_references(input_cfg), resolve_output_references(output_cfg))
                 with torch.device("meta"):
-                    model = build_decoder(spec)
+                    model = build_decoder(spec.model)
             except ConfigError as err:  # name the job, keep the one-line "field: problem; fix" form
-                problem, _, fix = str(err)[len(err.field) + 2:].partition("; ")
-                raise ConfigError(err.field, f"{problem} (in job {job.job_dir.name})", fix) from None
-            cache[key] = (parameter_groups(model), spec)  # spec.config: as built, size-matched
-        params, spec = cache[key]
-        plan = plan_batch(job.cfg)  # the tokens the job trains: whole steps, flop-matched arms scaled
-        tokens = plan.max_steps * plan.tokens_per_step
-        facts.append({"job": job.job_dir.name, "model": job.cfg.model.name, "input": job.cfg.input.name,
-                      "output": job.cfg.output.name if "output" in job.cfg else "untied",
-                      "trainable": params["trainable"], "tokens": tokens,
-                      "flops": tokens * spec.flops_per_token(int(job.cfg.train.seq_len))})
+                raise in_job(err, job.job_dir) from None
+            cache[key] = parameter_groups(model)
+        plan = spec.plan  # the tokens the job trains: whole steps, flop-matched arms scaled
+        facts.append({"job": job.job_dir.name, "model": spec.model_name, "input": spec.input_name,
+                      "output": spec.output_name, "trainable": cache[key]["trainable"], "tokens": plan.tokens,
+                      "flops": plan.tokens * spec.model.flops_per_token(plan.seq_len)})
     return facts
 
 

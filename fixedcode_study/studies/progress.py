@@ -29,11 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from ..errors import ConfigError
 from ..record.fingerprint import differences
 from ..record.jobdir import JobDir
+from ..spec import JobSpec
 from ..training.resume import checkpoint_fingerprint
 from .study import Job
 
@@ -54,27 +52,18 @@ class JobProgress:
     why: str = ""                        # stale: the first difference
 
 
-def _config(job: Job) -> dict[str, Any]:
-    # The run app's cfg has no hydra node: without it, the same fingerprint as the job computes.
-    return OmegaConf.to_container(OmegaConf.masked_copy(job.cfg, [k for k in job.cfg if k != "hydra"]),
-                                  resolve=True)
-
-
-def speed_key(config: dict[str, Any]) -> str:
-    train, trainer = config.get("train") or {}, config.get("trainer") or {}
-    return json.dumps([config.get("model"), config.get("output"), train.get("seq_len"), train.get("batch_size"),
-                       train.get("global_batch_tokens"), str(trainer.get("precision")), str(train.get("compile"))],
+def speed_key(spec: JobSpec) -> str:
+    train = spec.train
+    return json.dumps([spec.model.preset.to_dict(), dict(spec.model.output), train.seq_len, train.batch_size,
+                       train.global_batch_tokens, spec.trainer.precision, str(train.compile)],
                       sort_keys=True, default=str)
 
 
 def job_progress(jobs: Sequence[Job], facts: Sequence[dict[str, Any]]) -> list[JobProgress]:
     """Each job's state on disk (see the module docstring), in the order of `jobs`."""
-    from ..spec import JobSpec  # the resolved spec's fingerprint is the one `run` compares
-
     out = []
     for job, fact in zip(jobs, facts, strict=True):
-        config = _config(job)
-        base = {"job": job.job_dir.name, "speed_key": speed_key(config), "tokens": int(fact["tokens"]),
+        base = {"job": job.job_dir.name, "speed_key": speed_key(job.spec), "tokens": int(fact["tokens"]),
                 "flops": float(fact["flops"])}
         jd = JobDir(job.job_dir)
         record = jd.read_results() if job.job_dir.is_dir() else None
@@ -83,11 +72,7 @@ def job_progress(jobs: Sequence[Job], facts: Sequence[dict[str, Any]]) -> list[J
         if not trained and not resumable:
             out.append(JobProgress(state=NEW, **base))
             continue
-        try:
-            current = JobSpec.from_cfg(config).fingerprint
-        except ConfigError:  # job_facts built it, so only a setting run checks later: left to the job
-            out.append(JobProgress(state=PARTIAL, **base))
-            continue
+        current = job.spec.fingerprint  # the resolved spec's fingerprint is the one `run` compares
         stored = record.get("fingerprint") if trained else checkpoint_fingerprint(jd.last_checkpoint)
         diffs = differences(stored or {}, current) if stored else ["recorded without a fingerprint"]
         if diffs:

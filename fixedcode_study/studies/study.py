@@ -20,13 +20,13 @@ the code path `run -m` takes.
 Extra overrides replace a grid key of the same name (`seed=1`, `model=test_micro`) or are added to
 every job (`train.tokens=65536 logger=csv`).
 
-This module turns a study into override lists and, given each job's composed config (the front
-door composes them: cli/sweep.py), into `Job`s with their directories. It composes nothing itself.
+This module turns a study into override lists and, given each job's directory and resolved spec
+(the front door composes and resolves them: cli/sweep.py), into `Job`s. It composes nothing itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,12 +34,12 @@ from typing import Any
 import yaml
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig
 
 from ..config import SWEEPS_DIR, override_key
 from ..errors import ConfigError
+from ..spec import JobSpec
 
-__all__ = ["SCALES", "Job", "Study", "available_studies", "distinct_jobs", "expand", "format_value",
+__all__ = ["SCALES", "Job", "Study", "available_studies", "distinct_jobs", "expand", "format_value", "in_job",
            "grid_overrides", "job_overrides", "launch_overrides", "load_study", "scale_overrides"]
 
 SCALES = ("cpu", "paper")
@@ -132,12 +132,14 @@ def job_overrides(study: Study, scale: str = "cpu", extra: Sequence[str] | None 
 @dataclass
 class Job:
     overrides: list[str]
-    job_dir: Path
-    cfg: DictConfig          # composed with the Hydra config (its sweep dir and subdir name the job)
+    job_dir: Path            # where Hydra puts it: ${hydra.sweep.dir}/${hydra.sweep.subdir}
+    spec: JobSpec            # its resolved spec (the front door resolves it: cli/sweep.py)
+    launcher: Mapping[str, Any] = field(default_factory=dict)  # hydra.launcher: how the sweep launches it
 
-    @classmethod
-    def of(cls, overrides: list[str], cfg: DictConfig) -> Job:
-        return cls(overrides, Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir), cfg)
+
+def in_job(err: ConfigError, job_dir: Path) -> ConfigError:
+    """A job's one-line error with the job named (field: problem (in job <key>); fix)."""
+    return ConfigError(err.field, f"{err.problem} (in job {job_dir.name})", err.fix)
 
 
 def distinct_jobs(study: Study, jobs: list[Job]) -> list[Job]:

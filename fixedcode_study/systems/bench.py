@@ -34,11 +34,11 @@ from typing import Any
 
 import lightning as L
 import torch
-from omegaconf import DictConfig
 
 from .. import accounting
 from ..errors import ConfigError
-from ..model import ModelConfig, require_gated_mlp
+from ..model import require_gated_mlp
+from ..spec import JobSpec
 from .bench_report import BENCH_VERSION, compare_with_reference, side_by_side_mfu, state_only, variant_rows
 from .fit import STEP, Setting
 from .meters import PeakMeters
@@ -95,15 +95,12 @@ def warn_about_load(device: torch.device, log: Callable[[str], None]) -> tuple[f
     return load
 
 
-def preflight(cfgs: dict[str, DictConfig], options: BenchOptions, reference_config: DictConfig | None
-              ) -> tuple[torch.device, list[Setting], DictConfig | None, str]:
-    """What the options mean for these configs, checked before anything is built: (device, settings,
-    the reference's config or None, schedule)."""
-    first = next(iter(cfgs.values()))
-    max_seq_len, T = int(ModelConfig.from_mapping(first.model).max_seq_len), int(first.train.seq_len)
-    if T > max_seq_len:
-        raise ConfigError("train.seq_len", f"{T} exceeds model.max_seq_len={max_seq_len}",
-                          "lower train.seq_len or raise model.max_seq_len")
+def preflight(specs: dict[str, JobSpec], options: BenchOptions, reference_spec: JobSpec | None
+              ) -> tuple[torch.device, list[Setting], JobSpec | None, str]:
+    """What the options mean for these jobs, checked before anything is built: (device, settings,
+    the reference's spec or None, schedule). Each spec checked its own settings when it was resolved
+    (train.seq_len <= model.max_seq_len among them)."""
+    first = next(iter(specs.values()))
     device = pick_device(options.device)
     if options.jobs > 1 and device.type != "cpu":
         raise ConfigError("jobs", f"got {options.jobs} on {device.type}", "use jobs >= 1, and > 1 only on CPU")
@@ -113,38 +110,38 @@ def preflight(cfgs: dict[str, DictConfig], options: BenchOptions, reference_conf
                           "pass warmup >= 1 (--warmup)")
     reference = None
     if options.reference:
-        reference = reference_config if reference_config is not None else cfgs.get("learned")
+        reference = reference_spec if reference_spec is not None else specs.get("learned")
         if reference is None:
             raise ConfigError("reference_config", "the HF reference is converted from the learned config",
                               "pass the learned config (cli/bench.py composes it) or no_reference=true")
-        head = (reference.get("output") or {}).get("type", "untied")
+        head = reference.model.output.get("type", "untied")  # absent: the untied head
         if head != "untied":  # LlamaForCausalLM's lm_head is a V x d matrix: only the untied head maps onto it
             raise ConfigError("output", f"the HF LlamaForCausalLM reference has an untied head, not output={head}",
                               "bench other heads with no_reference=true (--no-reference), or compare heads with bench-output")
-        require_gated_mlp(ModelConfig.from_mapping(reference.model), "the HF LlamaForCausalLM reference",
+        require_gated_mlp(reference.model.preset, "the HF LlamaForCausalLM reference",
                           "bench a GELU model with no_reference=true (--no-reference)")
     return device, chosen, reference, resolve_schedule(options.schedule, options.steps)
 
 
-def run_bench(configs: Mapping[str, DictConfig], options: BenchOptions = BenchOptions(), *,
-              reference_config: DictConfig | None = None, overrides: Sequence[str] = (),
+def run_bench(specs: Mapping[str, JobSpec], options: BenchOptions = BenchOptions(), *,
+              reference_spec: JobSpec | None = None, overrides: Sequence[str] = (),
               log: Callable[[str], None] = print) -> dict[str, Any]:
-    """The benchmark of `configs` (input variant -> composed config, in row order); the reference is
-    converted from `reference_config` (the learned config of the same overrides; configs["learned"]
-    when absent). `overrides` are recorded in the report as given."""
-    cfgs = dict(configs)
-    device, chosen, reference, schedule = preflight(cfgs, options, reference_config)
-    first = next(iter(cfgs.values()))
-    mcfg = ModelConfig.from_mapping(first.model)
-    B, T = int(first.train.batch_size), int(first.train.seq_len)
-    rows = subjects(cfgs, reference, chosen)
+    """The benchmark of `specs` (input variant -> the job's resolved spec, in row order); the reference
+    is converted from `reference_spec` (the learned job of the same overrides; specs["learned"] when
+    absent). `overrides` are recorded in the report as given."""
+    specs = dict(specs)
+    device, chosen, reference, schedule = preflight(specs, options, reference_spec)
+    first = next(iter(specs.values()))
+    mcfg = first.model.preset
+    B, T = first.train.batch_size, first.train.seq_len
+    rows = subjects(specs, reference, chosen)
     plan = pass_plan([s.key for s in rows], options.steps, schedule)
     load_start = warn_about_load(device, log)
 
     peaks = PeakMeters(device, [st.dtype for st in chosen])
-    g = torch.Generator().manual_seed(int(first.seed))
+    g = torch.Generator().manual_seed(first.seed)
     batch = torch.randint(0, mcfg.vocab_size, (B, T + 1), generator=g).to(device)  # (B, T+1)
-    log(f"bench: model={first.model.name} B={B} T={T} device={device} settings={','.join(s.name for s in chosen)} "
+    log(f"bench: model={first.model_name} B={B} T={T} device={device} settings={','.join(s.name for s in chosen)} "
         f"schedule={schedule} threads={torch.get_num_threads()} steps={options.steps} warmup={options.warmup} per fit")
     workdir = Path(tempfile.mkdtemp(prefix="fixedcode-bench-"))
     try:
@@ -153,7 +150,7 @@ def run_bench(configs: Mapping[str, DictConfig], options: BenchOptions = BenchOp
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     peak_table = peaks.finish()
-    first_name = next(iter(cfgs))
+    first_name = next(iter(specs))
     side_by_side = [parallel_row(next(s for s in rows if s.name == first_name and s.setting == st),
                                  options.jobs, options.steps, options.warmup) for st in chosen] if options.jobs > 1 else []
     load_end = os.getloadavg()
@@ -165,7 +162,7 @@ def run_bench(configs: Mapping[str, DictConfig], options: BenchOptions = BenchOp
     return {
         "bench_version": BENCH_VERSION,
         "overrides": list(overrides),
-        "model": str(first.model.name),
+        "model": first.model_name,
         "architecture": mcfg.to_dict(),  # the preset; a size-matched row's own model: its flops_per_token
         "device": {"type": device.type, "name": next(iter(peak_table.values()))["device_name"],
                    "threads": torch.get_num_threads(), "cores": os.cpu_count(),
@@ -185,6 +182,6 @@ def run_bench(configs: Mapping[str, DictConfig], options: BenchOptions = BenchOp
         "load_average": {"start": load_start, "end": load_end},
         "variants": variants,
         "side_by_side": side_by_side,
-        "state_accounting": state_only(cfgs),
+        "state_accounting": state_only(specs),
     }
 

@@ -17,8 +17,8 @@ Examples:
   python -m fixedcode_study.bench_input                               # paper width, 8 x 2048
   python -m fixedcode_study.bench_input --batch 2 --seq 2048 --prototypes
 
-The command (cli/bench_input.py) composes each variant's config; this module takes the composed
-configs and the options (`InputBenchOptions`).
+The command (cli/bench_input.py) composes each variant's config and resolves its JobSpec; this
+module takes the specs and the options (`InputBenchOptions`).
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-from omegaconf import DictConfig
 
-from ..build import resolve_input_references
 from ..errors import ConfigError
 from ..inputs import FixedCode, InputInterface, build_input
+from ..spec import JobSpec
 
 PAPER_VOCAB, PAPER_D_MODEL = 49_152, 2_048
 DEVICES = ("auto", "cpu", "cuda")
@@ -69,9 +68,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def build_layer(cfg: DictConfig, vocab_size: int, d_model: int) -> InputInterface:
-    """The input interface of a composed config (cfg.input), exactly as training builds it."""
-    return build_input(resolve_input_references(cfg.input), vocab_size, d_model, float(cfg.model.init_std))
+def build_layer(spec: JobSpec, vocab_size: int, d_model: int) -> InputInterface:
+    """The input interface of a job's spec (spec.model.input, references resolved), exactly as training builds it."""
+    return build_input(spec.model.input, vocab_size, d_model, float(spec.model.preset.init_std))
 
 
 # -- prototypes of faster fixed-code forwards (candidates for the inputs package) ------------------------------
@@ -108,9 +107,9 @@ def prototype_forwards(layer: FixedCode) -> dict[str, Callable[[torch.Tensor], t
 
 # -- timing ----------------------------------------------------------------------------------------
 
-def run_input_bench(configs: Mapping[str, DictConfig], options: InputBenchOptions = InputBenchOptions(),
+def run_input_bench(specs: Mapping[str, JobSpec], options: InputBenchOptions = InputBenchOptions(),
                     log: Callable[[str], None] = print) -> dict[str, Any]:
-    """The input layer of each composed config (input variant -> config, in row order), timed."""
+    """The input layer of each job's spec (input variant -> spec, in row order), timed."""
     vocab_size, d_model, batch, seq = options.vocab_size, options.d_model, options.batch, options.seq
     repeats, prototypes, device = options.repeats, options.prototypes, options.device
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
@@ -120,8 +119,8 @@ def run_input_bench(configs: Mapping[str, DictConfig], options: InputBenchOption
     upstream = torch.randn(batch, seq, d_model, generator=g).to(dev)  # dL/d(input vectors)
 
     cases: dict[str, dict[str, Any]] = {}
-    for name, cfg in configs.items():
-        layer = build_layer(cfg, vocab_size, d_model).to(dev)
+    for name, spec in specs.items():
+        layer = build_layer(spec, vocab_size, d_model).to(dev)
         params = [p for p in layer.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.0) if params else None
         cases[name] = {"layer": layer, "opt": opt, "params": params, "fwd": [], "bwd": [], "opt_t": []}

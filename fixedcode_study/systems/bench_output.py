@@ -26,8 +26,8 @@ whole model, at the composed preset (cpu_tiny unless overridden), per head:
               `prompt_len` random tokens, `new_tokens` each
 A fixed input has no table to tie, so there `tied` is left out of this part (said in the log).
 
-The command (cli/bench_output.py) composes one config per head; this module takes them and the
-options (`OutputBenchOptions`).
+The command (cli/bench_output.py) composes one config per head and resolves its JobSpec (a
+`HeadCase`); this module takes them and the options (`OutputBenchOptions`).
 """
 
 from __future__ import annotations
@@ -45,15 +45,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig, OmegaConf
 
 from .. import accounting
-from ..build import build_model
-from ..config import resolve_input_references, resolve_output_references
+from ..build import build_decoder
 from ..errors import ConfigError
 from ..inputs import LearnedEmbedding, build_input
-from ..model import ModelConfig
 from ..heads import OutputHead, build_output, check_output, output_flops_per_token
+from ..spec import JobSpec
 from ..training.speed import loss_functions
 from .bench import pick_device
 from .bench_input import PAPER_D_MODEL, PAPER_VOCAB
@@ -114,21 +112,34 @@ def _vs(rows: list[dict[str, Any]], key: str, out: str) -> None:
 
 # -- the head alone --------------------------------------------------------------------------------
 
-def build_head(cfg: DictConfig, vocab_size: int, d_model: int, device: torch.device
+@dataclass(frozen=True)
+class HeadCase:
+    """One head of the benchmark: the job's spec with this head, on the job's input, or, when the
+    head cannot sit on that input (a tied head needs a learned table: `why`), on input=learned,
+    which is what the head part builds it on anyway; the whole-model part leaves such a head out."""
+    spec: JobSpec
+    why: str = ""            # "": the head sits on the job's input
+
+    @property
+    def usable(self) -> bool:
+        return not self.why
+
+
+def build_head(spec: JobSpec, vocab_size: int, d_model: int, device: torch.device
                ) -> tuple[OutputHead, list[torch.nn.Parameter], dict[str, Any]]:
-    """(the head of cfg.output at this width, initialised as the Decoder does; every parameter its
-    backward writes a gradient into: for `tied`, a fresh learned V x d table it is tied to; the
+    """(the head of spec.model.output at this width, initialised as the Decoder does; every parameter
+    its backward writes a gradient into: for `tied`, a fresh learned V x d table it is tied to; the
     output config with its references resolved)."""
-    std = float(cfg.model.init_std)
-    output = resolve_output_references(cfg.get("output"))
+    std = float(spec.model.preset.init_std)
+    output = dict(spec.model.output)
     table_cfg = {"name": "learned", "type": "learned"}  # what a tied head needs; the others ignore it
     check_output(output or {"type": "untied"}, table_cfg)
-    tied = (output or {}).get("type") == "tied"
+    tied = output.get("type") == "tied"
     with torch.random.fork_rng(devices=[]), torch.device("cpu" if tied else "meta"):  # only a tied head reads it
-        table = build_input(resolve_input_references(table_cfg), vocab_size, d_model, std)
+        table = build_input(table_cfg, vocab_size, d_model, std)
     with torch.random.fork_rng(devices=[]):
         head = build_output(output, vocab_size, d_model, std, table)
-    g = torch.Generator().manual_seed(int(cfg.seed))
+    g = torch.Generator().manual_seed(spec.seed)
     head.reset_parameters(g, std)
     written = list(head.parameters())
     if tied:
@@ -165,9 +176,9 @@ def head_call(head: OutputHead, written: list[torch.nn.Parameter], h: torch.Tens
     return call
 
 
-def run_head_bench(configs: Mapping[str, DictConfig], options: OutputBenchOptions = OutputBenchOptions(),
+def run_head_bench(heads: Mapping[str, HeadCase], options: OutputBenchOptions = OutputBenchOptions(),
                    log: Callable[[str], None] = print) -> dict[str, Any]:
-    """The head of each composed config (head name -> config, in row order) alone, timed."""
+    """Each head (head name -> HeadCase, in row order) alone, timed."""
     V, d, B, T = options.vocab_size, options.d_model, options.batch, options.seq
     device = pick_device(options.device)
     g = torch.Generator().manual_seed(0)
@@ -176,11 +187,11 @@ def run_head_bench(configs: Mapping[str, DictConfig], options: OutputBenchOption
     last = torch.randn(B, d, generator=g).to(device)  # one position per sequence
     log(f"bench-output: heads alone, V={V:,} d_model={d:,}, {B} x {T} tokens, {device}, "
         f"{torch.get_num_threads()} threads, {options.repeats} repeats")
-    heads = {name: build_head(cfg, V, d, device) for name, cfg in configs.items()}
+    built = {name: build_head(case.spec, V, d, device) for name, case in heads.items()}
     times = interleaved_calls({name: head_call(head, written, h, targets, last, device)
-                               for name, (head, written, _) in heads.items()}, options.repeats)
+                               for name, (head, written, _) in built.items()}, options.repeats)
     rows = []
-    for name, (head, _, output) in heads.items():
+    for name, (head, _, output) in built.items():
         t = times[name]
         trainable = [p for p in head.parameters() if p.requires_grad]
         state = accounting.adamw_state_bytes(head, [{"name": "head", "params": trainable}])
@@ -191,7 +202,7 @@ def run_head_bench(configs: Mapping[str, DictConfig], options: OutputBenchOption
                      "trainable_params": state["trainable_params"], "optimizer_state_bytes": state["adam_moment_bytes"],
                      "buffer_bytes": state["buffer_bytes"], "state_bytes": state["total_bytes"],
                      "training_flops_per_token": output_flops_per_token(output or {"type": "untied"}, V, d)})
-    del heads
+    del built
     _vs(rows, "forward_backward_ms", "forward_backward_vs_untied")
     _vs(rows, "generation_ms", "generation_vs_untied")
     _vs(rows, "state_bytes", "state_vs_untied")
@@ -222,56 +233,44 @@ def greedy_call(model: torch.nn.Module, prompt: torch.Tensor, new_tokens: int,
     return call
 
 
-def usable(configs: Mapping[str, DictConfig], log: Callable[[str], None]) -> dict[str, DictConfig]:
-    """The configs whose head can be built on their input (a tied head needs a learned table)."""
-    out = {}
-    for name, cfg in configs.items():
-        try:
-            check_output(resolve_output_references(cfg.get("output")) or {"type": "untied"},
-                         resolve_input_references(cfg.input))
-        except ConfigError as error:
-            log(f"bench-output: {name} left out of the whole-model part: {error.problem}")
-            continue
-        out[name] = cfg
-    return out
-
-
-def run_model_bench(configs: Mapping[str, DictConfig], options: OutputBenchOptions = OutputBenchOptions(),
+def run_model_bench(heads: Mapping[str, HeadCase], options: OutputBenchOptions = OutputBenchOptions(),
                     log: Callable[[str], None] = print) -> dict[str, Any]:
-    """The whole model of each composed config (head name -> config) trained and generating, timed."""
-    cfgs = usable(configs, log)
-    if not cfgs:
+    """The whole model with each head (head name -> HeadCase) trained and generating, timed."""
+    for name, case in heads.items():
+        if not case.usable:
+            log(f"bench-output: {name} left out of the whole-model part: {case.why}")
+    specs = {name: case.spec for name, case in heads.items() if case.usable}
+    if not specs:
         raise ConfigError("outputs", "no head can be built on this input", "use input=learned or other heads")
-    first = next(iter(cfgs.values()))
-    mcfg = ModelConfig.from_mapping(first.model)
-    B, T = int(first.train.batch_size), int(first.train.seq_len)
+    first = next(iter(specs.values()))
+    mcfg = first.model.preset
+    B, T = first.train.batch_size, first.train.seq_len
     if T > mcfg.max_seq_len or options.prompt_len > mcfg.max_seq_len:
         raise ConfigError("train.seq_len", f"{T} (or prompt_len {options.prompt_len}) exceeds model.max_seq_len="
                           f"{mcfg.max_seq_len}", "lower train.seq_len / prompt_len")
     device, setting = pick_device(options.device), SETTINGS[options.setting]
     schedule = resolve_schedule("abba", options.steps)
-    g = torch.Generator().manual_seed(int(first.seed))
+    g = torch.Generator().manual_seed(first.seed)
     batch = torch.randint(0, mcfg.vocab_size, (B, T + 1), generator=g).to(device)  # (B, T+1)
     prompt = torch.randint(0, mcfg.vocab_size, (options.batch, options.prompt_len), generator=g).to(device)
-    log(f"bench-output: whole model={first.model.name}, training B={B} T={T} {setting.name} ({options.steps} steps "
+    log(f"bench-output: whole model={first.model_name}, training B={B} T={T} {setting.name} ({options.steps} steps "
         f"+ {options.warmup} warm-up per fit, {schedule}); generation {options.batch} x {options.new_tokens} new "
         f"tokens after {options.prompt_len}")
-    subjects = [Subject(name, name, setting, cfg) for name, cfg in cfgs.items()]
+    subjects = [Subject(name, name, setting, spec) for name, spec in specs.items()]
     workdir = Path(tempfile.mkdtemp(prefix="fixedcode-bench-output-"))
     try:
-        fits = timed_passes(subjects, pass_plan(list(cfgs), options.steps, schedule), options.warmup, device,
+        fits = timed_passes(subjects, pass_plan(list(specs), options.steps, schedule), options.warmup, device,
                             batch, workdir, PeakMeters(device, []))  # no MFU here: no peak to sample
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    models = {name: build_model(cfg.model, cfg.input, seed=int(cfg.seed), output_cfg=cfg.get("output")).to(device).eval()
-              for name, cfg in cfgs.items()}
+    models = {name: build_decoder(spec.model, seed=spec.seed).to(device).eval() for name, spec in specs.items()}
     gen = interleaved_calls({name: greedy_call(m, prompt, options.new_tokens, device) for name, m in models.items()},
                             options.repeats)
     rows = []
-    for name, cfg in cfgs.items():
+    for name, spec in specs.items():
         r, step = fits[name], statistics.median(fits[name]["wall"])
         gen_s = statistics.median(gen[name]["generation"])
-        rows.append({"name": name, "input": str(cfg.input.name), "step_ms": step * 1e3, "training_tokens_per_s": B * T / step,
+        rows.append({"name": name, "input": spec.input_name, "step_ms": step * 1e3, "training_tokens_per_s": B * T / step,
                      "generation_ms": gen_s * 1e3, "generation_tokens_per_s": options.batch * options.new_tokens / gen_s,
                      "trainable_params": r["trainable_params"], "head_trainable_params":
                      sum(p.numel() for p in models[name].head.parameters() if p.requires_grad),
@@ -281,22 +280,22 @@ def run_model_bench(configs: Mapping[str, DictConfig], options: OutputBenchOptio
     _vs(rows, "step_ms", "step_vs_untied")
     _vs(rows, "generation_ms", "generation_vs_untied")
     _vs(rows, "state_bytes", "state_vs_untied")
-    return {"model": str(first.model.name), "architecture": mcfg.to_dict(), "batch_size": B, "seq_len": T,
+    return {"model": first.model_name, "architecture": mcfg.to_dict(), "batch_size": B, "seq_len": T,
             "steps": options.steps, "warmup": options.warmup, "schedule": schedule, "setting": vars(setting),
             "generation": {"batch": options.batch, "prompt_len": options.prompt_len, "new_tokens": options.new_tokens,
                            "repeats": options.repeats, "kv_cache": False},
             "device": device.type, "threads": torch.get_num_threads(), "load_average": os.getloadavg(), "rows": rows}
 
 
-def run_output_bench(configs: Mapping[str, DictConfig], options: OutputBenchOptions = OutputBenchOptions(),
+def run_output_bench(heads: Mapping[str, HeadCase], options: OutputBenchOptions = OutputBenchOptions(),
                      overrides: list[str] | tuple[str, ...] = (), log: Callable[[str], None] = print) -> dict[str, Any]:
     """Both parts (or the one `options.part` names) of the head benchmark, as one report."""
     rep: dict[str, Any] = {"bench_output_version": BENCH_OUTPUT_VERSION, "overrides": list(overrides),
-                           "outputs": {name: OmegaConf.to_container(cfg.output, resolve=True) for name, cfg in configs.items()}}
+                           "outputs": {name: case.spec.record_config()["output"] for name, case in heads.items()}}
     if options.part in ("all", "head"):
-        rep["head"] = run_head_bench(configs, options, log)
+        rep["head"] = run_head_bench(heads, options, log)
     if options.part in ("all", "model"):
-        rep["model"] = run_model_bench(configs, options, log)
+        rep["model"] = run_model_bench(heads, options, log)
     return rep
 
 

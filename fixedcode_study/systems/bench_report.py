@@ -13,11 +13,11 @@ import statistics
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from .. import accounting
-from ..build import build_model
+from ..build import build_decoder
 from ..model import ModelConfig
+from ..spec import JobSpec
 from .fit import REFERENCE, SETTINGS
 from .timing import Subject
 
@@ -96,14 +96,14 @@ def compare_with_reference(variants: list[dict[str, Any]], side_by_side: list[di
 
 # -- state accounting (no model is run) ------------------------------------------------------------
 
-def state_only(cfgs: dict[str, DictConfig]) -> dict[str, Any]:
+def state_only(specs: dict[str, JobSpec]) -> dict[str, Any]:
     """AdamW fp32 training-state accounting per variant from a meta-device build (the groups
     training uses: accounting.optimizer_groups), plus each variant's saving relative to learned."""
     out: dict[str, Any] = {}
-    for name, cfg in cfgs.items():
+    for name, spec in specs.items():
         with torch.device("meta"):
-            model = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output"))
-        out[name] = accounting.adamw_state_bytes(model, accounting.optimizer_groups(model, cfg.optim))
+            model = build_decoder(spec.model)
+        out[name] = accounting.adamw_state_bytes(model, accounting.optimizer_groups(model, spec.optim.groups_settings()))
     if "learned" in out:
         base = out["learned"]["total_bytes"]
         for name, acc in out.items():
@@ -112,11 +112,11 @@ def state_only(cfgs: dict[str, DictConfig]) -> dict[str, Any]:
     return out
 
 
-def state_report(cfgs: dict[str, DictConfig], overrides: list[str]) -> dict[str, Any]:
+def state_report(specs: dict[str, JobSpec], overrides: list[str]) -> dict[str, Any]:
     """The --state-only report: no model is run, nothing is allocated."""
-    first = next(iter(cfgs.values()))
-    return {"bench_version": BENCH_VERSION, "overrides": list(overrides), "model": str(first.model.name),
-            "architecture": ModelConfig.from_mapping(first.model).to_dict(), "state_accounting": state_only(cfgs)}
+    first = next(iter(specs.values()))
+    return {"bench_version": BENCH_VERSION, "overrides": list(overrides), "model": first.model_name,
+            "architecture": first.model.preset.to_dict(), "state_accounting": state_only(specs)}
 
 
 # -- tables ----------------------------------------------------------------------------------------

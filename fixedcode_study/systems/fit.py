@@ -21,10 +21,10 @@ from typing import Any
 import lightning as L
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig
 
-from ..build import build_model
+from ..build import build_decoder
 from ..model import ModelConfig
+from ..spec import JobSpec
 from ..training.speed import compile_model
 from ..training.task import LanguageModelTask
 from .meters import live_state_bytes, sync
@@ -57,16 +57,16 @@ SETTINGS = {s.name: s for s in (Setting("fp32", "32-true", False), Setting("fp32
 DEFAULT_ALL = ("fp32", "fp32_compiled", "bf16", "bf16_compiled")  # settings=all: what `run` can resolve to
 
 
-def build_subject_model(name: str, cfg: DictConfig, device: torch.device,
+def build_subject_model(name: str, spec: JobSpec, device: torch.device,
                         same_weights: bool = True) -> tuple[torch.nn.Module, ModelConfig]:
-    """(module, its architecture). Our Decoder for an input variant (cfg.input), or for name ==
-    REFERENCE (cfg.input = learned) the HF Llama of the same preset behind HFCausalLM: converted from
+    """(module, its architecture). Our Decoder for an input variant (spec.model), or for name ==
+    REFERENCE (a learned-input spec) the HF Llama of the same preset behind HFCausalLM: converted from
     our learned model built with the same seed (same weights, same first loss) or, with
     same_weights=False, HF's own init without building ours (the peak-memory pass, where the source
     model must not count)."""
-    torch.manual_seed(int(cfg.seed))
+    torch.manual_seed(spec.seed)
     if name != REFERENCE:
-        model = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output")).to(device)
+        model = build_decoder(spec.model, seed=spec.seed).to(device)
         return model, model.config
     from transformers import LlamaForCausalLM
     from transformers.utils import logging as hf_logging
@@ -75,13 +75,13 @@ def build_subject_model(name: str, cfg: DictConfig, device: torch.device,
 
     hf_logging.disable_progress_bar()
     if same_weights:
-        source = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output")).to(device)
+        source = build_decoder(spec.model, seed=spec.seed).to(device)
         config = source.config
         hf = to_hf_llama(source)
         del source
     else:
         with torch.device("meta"):
-            shape = build_model(cfg.model, cfg.input, output_cfg=cfg.get("output"))
+            shape = build_decoder(spec.model, seed=spec.seed)
         config = shape.config
         with torch.device(device):
             hf = LlamaForCausalLM(hf_llama_config(shape))
@@ -89,21 +89,20 @@ def build_subject_model(name: str, cfg: DictConfig, device: torch.device,
     return HFCausalLM(hf), config
 
 
-def make_task(model: torch.nn.Module, cfg: DictConfig, max_steps: int, tokens_per_step: int,
+def make_task(model: torch.nn.Module, spec: JobSpec, max_steps: int, tokens_per_step: int,
               compiled_loss: bool = False) -> LanguageModelTask:
     """The LightningModule `run` trains (token_bytes only feed validation, which the bench skips)."""
-    vocab = int(ModelConfig.from_mapping(cfg.model).vocab_size)
-    return LanguageModelTask(model, cfg.optim, max_steps, tokens_per_step, torch.ones(vocab),
-                             int(cfg.train.log_every), compiled_loss=compiled_loss)
+    return LanguageModelTask(model, spec.optim, max_steps, tokens_per_step, torch.ones(spec.model.preset.vocab_size),
+                             spec.train.log_every, compiled_loss=compiled_loss)
 
 
-def make_trainer(cfg: DictConfig, device: torch.device, max_steps: int, callbacks: list[L.Callback],
+def make_trainer(spec: JobSpec, device: torch.device, max_steps: int, callbacks: list[L.Callback],
                  root: Path, precision: str = "32-true") -> L.Trainer:
-    """cfg.trainer instantiated as training.job.build_trainer does (gradient clipping and any other
+    """spec.trainer instantiated as training.procedure.build_trainer does (gradient clipping and any other
     setting it has), pinned to one device of the bench's choice with the bench's precision, and
     with nothing around the steps: no logger, checkpoints, progress bar or validation."""
     return instantiate(
-        cfg.trainer, accelerator="cuda" if device.type == "cuda" else "cpu",
+        dict(spec.trainer.arguments), accelerator="cuda" if device.type == "cuda" else "cpu",
         devices=[device.index or 0] if device.type == "cuda" else 1, num_nodes=1, strategy="auto",
         precision=precision, max_steps=max_steps, max_epochs=-1,
         logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -199,19 +198,19 @@ class Fit:
     config: ModelConfig
 
 
-def fit_steps(name: str, cfg: DictConfig, device: torch.device, batch: torch.Tensor, steps: int, root: Path,
+def fit_steps(name: str, spec: JobSpec, device: torch.device, batch: torch.Tensor, steps: int, root: Path,
               same_weights: bool = True, setting: Setting = SETTINGS["fp32"]) -> Fit:
     """Build `name` fresh and train it `steps` optimizer steps on `batch` (B, T+1) through Trainer.fit,
     run as `setting` says (compiled as `run` compiles: training/speed.py)."""
-    model, config = build_subject_model(name, cfg, device, same_weights)
+    model, config = build_subject_model(name, spec, device, same_weights)
     if setting.compile:
         compile_model(model, per_block=False, input_eager=setting.input_eager)
     B, T = batch.shape[0], batch.shape[1] - 1
-    task = make_task(model, cfg, steps, B * T, compiled_loss=setting.compile)
+    task = make_task(model, spec, steps, B * T, compiled_loss=setting.compile)
     record = StepRecorder(device)
     loader = torch.utils.data.DataLoader(FixedBatch(batch), batch_size=None)
     with _quiet_lightning():
-        trainer = make_trainer(cfg, device, steps, [record], root, precision=setting.precision)
+        trainer = make_trainer(spec, device, steps, [record], root, precision=setting.precision)
         trainer.fit(task, train_dataloaders=loader)
     if len(record.wall) != steps:
         raise RuntimeError(f"bench: {name} ran {len(record.wall)} steps, {steps} were asked for")

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, save_checkpoint, weights_file
+from ..spec import JobSpec
 from .hf import HFCausalLM
 
 # Dense (no sparsity) bf16 tensor-core peaks from NVIDIA datasheets, FLOP/s. Matched against
@@ -193,7 +193,7 @@ def live_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -
     return out
 
 
-def checkpoint_bytes(name: str, model: torch.nn.Module, cfg: DictConfig, workdir: Path) -> dict[str, int]:
+def checkpoint_bytes(name: str, model: torch.nn.Module, spec: JobSpec, workdir: Path) -> dict[str, int]:
     """Sizes on disk of what a run saves: ours through save_checkpoint, the HF reference (HFCausalLM)
     through save_pretrained."""
     target = workdir / f"ckpt-{name}"
@@ -211,8 +211,7 @@ def checkpoint_bytes(name: str, model: torch.nn.Module, cfg: DictConfig, workdir
                 from tokenizers import Tokenizer, models
 
                 Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>")).save(str(tokenizer))
-            save_checkpoint(target, model, OmegaConf.to_container(cfg.model, resolve=True),
-                            OmegaConf.to_container(cfg.input, resolve=True), tokenizer)
+            save_checkpoint(target, model, {**spec.checkpoint_config(), "data": {}}, tokenizer)
             weights = weights_file(target).stat().st_size
             config = (target / CHECKPOINT_CONFIG_FILE).stat().st_size
         return {"weights_bytes": weights, "config_bytes": config, "total_bytes": weights + config}

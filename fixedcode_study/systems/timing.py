@@ -6,7 +6,7 @@ Settings (`--settings`): how each model is run, side by side in the same process
   fp32_compiled  32-true, torch.compile (training/speed.py: the whole model, and the loss)
   bf16           bf16-mixed (Lightning's autocast plugin), eager
   bf16_compiled  bf16-mixed, compiled
-`default` is what `run` uses for a job of this config (cfg.trainer.precision, train.compile) and
+`default` is what `run` uses for the job (its trainer precision and resolved train.compile) and
 `all` is the four.
 
 Timing order (schedule "abba"): each model gets its own Trainer.fit (systems/fit.py), so steps of
@@ -42,10 +42,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from ..errors import ConfigError
-from ..model import ModelConfig
+from ..spec import JobSpec
 from .fit import DEFAULT_ALL, REFERENCE, SETTINGS, Setting, fit_steps
 from .meters import PeakMemory, PeakMeters, checkpoint_bytes
 
@@ -55,12 +54,11 @@ SCHEDULE_NAMES = ("auto", "abba", "interleaved", "sequential")  # auto and inter
 
 # -- which settings, which order -------------------------------------------------------------------
 
-def default_setting(cfg: DictConfig, device: torch.device) -> Setting:
-    """The setting `run` uses for a job of this config (precision of cfg.trainer, train.compile)."""
-    from ..training.job import compiles  # the job's own decision, from the model it builds
-
-    precision = "bf16-mixed" if device.type == "cuda" else str(cfg.trainer.get("precision", "32-true"))
-    compiled = compiles(cfg)
+def default_setting(spec: JobSpec, device: torch.device) -> Setting:
+    """The setting `run` uses for this job (its trainer precision; train.compile as its spec decided
+    it, from the model it builds)."""
+    precision = "bf16-mixed" if device.type == "cuda" else spec.trainer.precision
+    compiled = spec.runtime.compile
     named = [s for s in SETTINGS.values() if s.precision == precision and s.compile == compiled and s.input_eager]
     return named[0] if named else Setting(f"{precision}{'_compiled' if compiled else ''}", precision, compiled)
 
@@ -76,14 +74,14 @@ def check_settings(spec: str) -> list[str]:
     return parts
 
 
-def resolve_settings(spec: str, cfg: DictConfig, device: torch.device) -> list[Setting]:
+def resolve_settings(names: str, spec: JobSpec, device: torch.device) -> list[Setting]:
     """`default`, `all`, or a comma-separated list of SETTINGS names (and `default`)."""
     out: list[Setting] = []
-    for part in check_settings(spec):
+    for part in check_settings(names):
         if part == "all":
             chosen = [SETTINGS[name] for name in DEFAULT_ALL]  # the *_input settings are asked by name
         elif part == "default":
-            chosen = [default_setting(cfg, device)]
+            chosen = [default_setting(spec, device)]
         else:
             chosen = [SETTINGS[part]]
         out += [s for s in chosen if s not in out]
@@ -114,19 +112,19 @@ def subject_key(name: str, setting: Setting, several: bool) -> str:
 
 @dataclass(frozen=True)
 class Subject:
-    """One row of the benchmark: a model (input variant or REFERENCE) in one setting, with its config."""
+    """One row of the benchmark: a model (input variant or REFERENCE) in one setting, with its job's spec."""
 
     key: str
     name: str
     setting: Setting
-    cfg: DictConfig
+    spec: JobSpec
 
 
-def subjects(configs: dict[str, DictConfig], reference: DictConfig | None, settings: list[Setting]) -> list[Subject]:
+def subjects(specs: dict[str, JobSpec], reference: JobSpec | None, settings: list[Setting]) -> list[Subject]:
     """Every model in every setting, settings outermost; the reference (if any) last in each."""
-    models = dict(configs) | ({REFERENCE: reference} if reference is not None else {})
+    models = dict(specs) | ({REFERENCE: reference} if reference is not None else {})
     several = len(settings) > 1
-    return [Subject(subject_key(name, st, several), name, st, cfg) for st in settings for name, cfg in models.items()]
+    return [Subject(subject_key(name, st, several), name, st, spec) for st in settings for name, spec in models.items()]
 
 
 # -- the passes ------------------------------------------------------------------------------------
@@ -143,14 +141,14 @@ def timed_passes(chosen: list[Subject], plan: list[tuple[list[str], int]], warmu
         for k in order:
             s = by_key[k]
             peaks.sample()
-            fit = fit_steps(s.name, s.cfg, device, batch, warmup + timed_steps, workdir, setting=s.setting)
+            fit = fit_steps(s.name, s.spec, device, batch, warmup + timed_steps, workdir, setting=s.setting)
             r, rec = results[k], fit.record
             r["wall"] += rec.wall[warmup:]
             r["cpu"] += rec.cpu[warmup:]
             r["first_losses"].append(rec.first_loss)
             r["first_step"].append(rec.wall[0])
             if "state" not in r:  # measured once, on the live model after its first fit
-                r.update(state=rec.state, checkpoint=checkpoint_bytes(s.name, fit.task.model, s.cfg, workdir),
+                r.update(state=rec.state, checkpoint=checkpoint_bytes(s.name, fit.task.model, s.spec, workdir),
                          optimizer_groups=rec.optimizer_groups,
                          trainable_params=sum(rec.optimizer_groups.values()),
                          lightning_module=f"{rec.module_type.__module__}.{rec.module_type.__qualname__}",
@@ -167,7 +165,7 @@ def memory_pass(chosen: list[Subject], device: torch.device, batch: torch.Tensor
     peaks: dict[str, int] = {}
     for s in chosen:
         meter.start()
-        fit = fit_steps(s.name, s.cfg, device, batch, max(1, memory_steps), workdir, same_weights=False,
+        fit = fit_steps(s.name, s.spec, device, batch, max(1, memory_steps), workdir, same_weights=False,
                         setting=s.setting)
         peaks[s.key] = meter.peak()
         del fit
@@ -196,16 +194,15 @@ def interleaved_calls(calls: Mapping[str, Callable[[], dict[str, float]]], repea
 
 def _side_by_side_worker(args: tuple, barrier: Any, results: Any) -> None:
     """One of N spawned jobs: set its threads, build its model, wait for the others, time its fit."""
-    name, setting_name, cfg, steps, warmup, threads = args
+    name, setting_name, spec, steps, warmup, threads = args
     torch.set_num_threads(threads)
-    mcfg = ModelConfig.from_mapping(cfg.model)
-    B, T = int(cfg.train.batch_size), int(cfg.train.seq_len)
-    g = torch.Generator().manual_seed(int(cfg.seed))
-    batch = torch.randint(0, mcfg.vocab_size, (B, T + 1), generator=g)
+    B, T = spec.train.batch_size, spec.train.seq_len
+    g = torch.Generator().manual_seed(spec.seed)
+    batch = torch.randint(0, spec.model.preset.vocab_size, (B, T + 1), generator=g)
     workdir = Path(tempfile.mkdtemp(prefix="fixedcode-bench-job-"))
     try:
         barrier.wait()
-        fit = fit_steps(name, cfg, torch.device("cpu"), batch, warmup + steps, workdir, setting=SETTINGS[setting_name])
+        fit = fit_steps(name, spec, torch.device("cpu"), batch, warmup + steps, workdir, setting=SETTINGS[setting_name])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     results.put({"median_s": statistics.median(fit.record.wall[warmup:]), "tokens_per_step": B * T})
@@ -213,7 +210,7 @@ def _side_by_side_worker(args: tuple, barrier: Any, results: Any) -> None:
 
 def parallel_row(subject: Subject, jobs: int, steps: int, warmup: int) -> dict[str, Any]:
     """`jobs` fits of the same model run at once, cores/jobs threads each: aggregate tokens/s. Each job
-    gets the subject's composed config (a spawned process composes nothing itself)."""
+    gets the subject's resolved spec (a spawned process composes and resolves nothing itself)."""
     import multiprocessing as mp
 
     setting = subject.setting
@@ -221,7 +218,7 @@ def parallel_row(subject: Subject, jobs: int, steps: int, warmup: int) -> dict[s
     threads = max(1, cores // jobs)
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(jobs), ctx.Queue()
-    args = (subject.name, setting.name, subject.cfg, steps, warmup, threads)
+    args = (subject.name, setting.name, subject.spec, steps, warmup, threads)
     procs = [ctx.Process(target=_side_by_side_worker, args=(args, barrier, results)) for _ in range(jobs)]
     for proc in procs:
         proc.start()

@@ -39,6 +39,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 
 from ..record.jobdir import JobDir
+from ..spec.parts import WandbSpec
 
 
 class LongCSVLogger(Logger):
@@ -184,7 +185,7 @@ class WandbMirror:
       config) plus flat `final/*`, `eval/*`, `params/*` keys for the W&B tables.
     """
 
-    def __init__(self, cfg: Mapping[str, Any], job: JobDir, run_id: str, run_name: str, group: str,
+    def __init__(self, settings: WandbSpec, job: JobDir, run_id: str, run_name: str, group: str,
                  job_type: str, tags: list[str], config: dict[str, Any]):
         import wandb
 
@@ -194,8 +195,8 @@ class WandbMirror:
         history, _ = read_wandb_log(self.wandb_dir, run_id)
         self.through = max((int(r["_step"]) for r in history if "_step" in r), default=-1)
         self.run = wandb.init(
-            project=cfg["project"], entity=cfg["entity"], name=run_name, group=group,  # conf/logger/wandb.yaml
-            job_type=job_type, tags=tags, dir=str(job.path), mode=resolve_wandb_mode(str(cfg["mode"])),
+            project=settings.project, entity=settings.entity, name=run_name, group=group,  # conf/logger/wandb.yaml
+            job_type=job_type, tags=tags, dir=str(job.path), mode=resolve_wandb_mode(settings.mode),
             config=config, id=run_id, resume="allow", reinit="finish_previous",
             # The job's console is already kept whole in run.log (console.py); W&B's own
             # capture would copy every progress-bar redraw through its wrapper during training.

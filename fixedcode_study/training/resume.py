@@ -23,13 +23,16 @@ Either way the job records status `preempted`, then calls any handler installed 
 (e.g. submitit's requeue) and exits with status 143.
 
 Every checkpoint carries the job's fingerprint (record/fingerprint.py), so a re-run under other
-settings never resumes it silently (`checkpoint_fingerprint`).
+settings never resumes it silently (`checkpoint_fingerprint`), and its resolved spec
+(spec.JobSpec.to_text, `checkpoint_spec`): what the weights in it were trained under, whatever
+conf/ says later.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import random
 import signal
@@ -150,6 +153,7 @@ class PreemptionGuard:
 
 
 FINGERPRINT_KEY = "fixedcode_fingerprint"
+SPEC_KEY = "fixedcode_spec"  # the job's resolved spec as JSON text (a str: loadable with weights_only=True)
 
 
 def _load_light(path: str | os.PathLike) -> dict[str, Any]:
@@ -168,6 +172,13 @@ def checkpoint_step(path: str | os.PathLike) -> int:
 def checkpoint_fingerprint(path: str | os.PathLike) -> dict[str, Any] | None:
     """The fingerprint a checkpoint was trained under (None: written before fingerprints existed)."""
     return _load_light(path).get(FINGERPRINT_KEY)
+
+
+def checkpoint_spec(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The resolved spec (spec.JobSpec.to_json) a checkpoint was trained under (None: written before
+    checkpoints stored it)."""
+    text = _load_light(path).get(SPEC_KEY)
+    return None if text is None else json.loads(text)
 
 
 def trim_metrics(csv_path: str | os.PathLike, after_step: int) -> int:
@@ -249,15 +260,15 @@ class ResumableCheckpoint(L.Callback):
     """Writes last.ckpt every `every_steps` optimizer steps and on preemption; restores the rest.
 
     `keep_every_steps` > 0 additionally keeps step-XXXXXXX.ckpt snapshots at those steps.
-    `fingerprint` goes into every checkpoint. `after_save(step)` runs on rank 0 once last.ckpt is
+    `fingerprint` and `spec` (the job's resolved spec as JSON text) go into every checkpoint. `after_save(step)` runs on rank 0 once last.ckpt is
     in place (the W&B mirror sends the curves the checkpoint now covers).
     """
 
     def __init__(self, job: JobDir, every_steps: int, grad_accum: int,
                  keep_every_steps: int = 0, preempt_signals: tuple[str, ...] = PREEMPT_SIGNALS,
-                 fingerprint: dict[str, Any] | None = None, after_save: Any = None):
+                 fingerprint: dict[str, Any] | None = None, spec: str | None = None, after_save: Any = None):
         self.job = job
-        self.fingerprint, self.after_save = fingerprint, after_save
+        self.fingerprint, self.spec, self.after_save = fingerprint, spec, after_save
         self.every_steps, self.keep_every_steps, self.grad_accum = every_steps, keep_every_steps, grad_accum
         self.signals = [getattr(signal, s) for s in preempt_signals if hasattr(signal, s)]
         self.last_saved_step = -1
@@ -364,6 +375,8 @@ class ResumableCheckpoint(L.Callback):
         }
         if self.fingerprint is not None:
             checkpoint[FINGERPRINT_KEY] = self.fingerprint
+        if self.spec is not None:
+            checkpoint[SPEC_KEY] = self.spec
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         # Runs after datamodule.setup() and before the train dataloader is iterated.

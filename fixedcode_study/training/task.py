@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping
+from typing import Any
 
 import lightning as L
 import torch
@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from ..accounting import optimizer_group_names, optimizer_groups
 from ..model import Decoder
+from ..spec.parts import OptimSpec
 from .breakdown import INPUT, TARGET, LossBreakdown
 from .speed import loss_functions
 
@@ -57,7 +58,7 @@ class LanguageModelTask(L.LightningModule):
     def __init__(
         self,
         model: Decoder,
-        optim: Mapping[str, Any],
+        optim: OptimSpec,
         max_steps: int,
         tokens_per_step: int,
         token_bytes: torch.Tensor,
@@ -70,7 +71,7 @@ class LanguageModelTask(L.LightningModule):
         # Groups by name, fixed now: a strategy may wrap and flatten the parameters before the
         # optimizer is built (FSDP), after which a matrix no longer looks like one.
         self._group_names = optimizer_group_names(model)
-        self.optim_cfg = dict(optim)
+        self.optim = optim
         self.max_steps = max_steps
         self.tokens_per_step = tokens_per_step  # global: micro-batch x accumulation x world size
         self.log_every = log_every
@@ -258,19 +259,18 @@ class LanguageModelTask(L.LightningModule):
     # -- optimisation ------------------------------------------------------------------------
     def param_groups(self) -> list[dict[str, Any]]:
         """AdamW groups (accounting.optimizer_groups: the one rule for every model)."""
-        return optimizer_groups(self.model, self.optim_cfg, self._group_names)
+        return optimizer_groups(self.model, self.optim.groups_settings(), self._group_names)
 
     def configure_optimizers(self):
-        cfg = self.optim_cfg
+        optim = self.optim
         # foreach: multi-tensor ops over each group. On CPU torch's default is the per-tensor Python
         # loop, ~10% of a cpu_tiny step (profiled). (fused=True is refused by Lightning's mixed
         # precision plugin together with gradient clipping.)
         opt = torch.optim.AdamW(
-            self.param_groups(), lr=float(cfg["lr"]), betas=tuple(cfg["betas"]), eps=float(cfg["eps"]),
-            foreach=True,
+            self.param_groups(), lr=float(optim.lr), betas=tuple(optim.betas), eps=float(optim.eps), foreach=True,
         )
-        warmup = max(1, int(round(float(cfg["warmup_fraction"]) * self.max_steps)))
-        min_ratio = float(cfg["min_lr_ratio"])
+        warmup = max(1, int(round(float(optim.warmup_fraction) * self.max_steps)))
+        min_ratio = float(optim.min_lr_ratio)
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: warmup_cosine(s, self.max_steps, warmup, min_ratio)
         )

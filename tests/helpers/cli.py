@@ -12,7 +12,7 @@ sys.stdout and sys.stderr are fds 1 and 2), and the result lines and progress ba
 "terminal". Everything one call leaves in the process is put back afterwards: sys.argv, the
 environment (FIXEDCODE_VERBOSE from -v, PL_GLOBAL_SEED, ...), the preemption signal handlers,
 torch's thread count, the root logger's handlers and level (Hydra's job logging configures them),
-Hydra's GlobalHydra, the sweep summary (studies.launcher.RESULTS) and a W&B service started here.
+Hydra's GlobalHydra and a W&B service started here.
 
 Keep real subprocesses (helpers.distributed) for what only a process shows: signals, kill -9,
 preemption, Lightning's ddp re-execution, the installed wheel, and the exact terminal of a user.
@@ -106,8 +106,6 @@ def _process_state_restored() -> Iterator[None]:
     import torch
     from hydra.core.global_hydra import GlobalHydra
 
-    from fixedcode_study.studies import launcher
-
     env = dict(os.environ)
     handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
     threads = torch.get_num_threads()
@@ -116,7 +114,6 @@ def _process_state_restored() -> Iterator[None]:
     argv, cwd = list(sys.argv), os.getcwd()
     had_service = bool(os.environ.get("WANDB_SERVICE"))
     GlobalHydra.instance().clear()
-    launcher.RESULTS.clear()
     try:
         yield
     finally:
@@ -139,7 +136,6 @@ def _process_state_restored() -> Iterator[None]:
             wandb.teardown()
         os.environ.clear()
         os.environ.update(env)
-        launcher.RESULTS.clear()
         GlobalHydra.instance().clear()
 
 

@@ -21,14 +21,15 @@ def trained_checkpoint(input_name: str = "learned", output_name: str = "untied")
     """(checkpoint dir, prepared data root) of a test_micro model trained for a few steps."""
     from fixedcode_study.data.prepare import prepare
     from fixedcode_study.config import compose as compose_config
-    from fixedcode_study.training.job import train_job
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.training.job import run_job
 
     cfg = compose_config([
         "model=test_micro", "logger=csv", f"input={input_name}", f"output={output_name}", "train.tokens=8192", "train.batch_size=8", "train.val_points=2",
         SMALL_VAL, f"data.cache_dir={_ROOT / 'cache'}", f"out_root={_ROOT / 'out'}",
     ])
     job_dir = _ROOT / "out" / (input_name if output_name == "untied" else f"{input_name}+{output_name}")
-    record = train_job(cfg, job_dir)
+    record = run_job(JobSpec.from_cfg(cfg), job_dir).record
     assert record["status"] == "completed"
     return job_dir / record["checkpoint"], prepare(cfg.data, progress=False).root
 
@@ -49,15 +50,15 @@ def untrained_checkpoint(input_name: str, seed: int = 0, max_seq_len: int | None
     starts at 1 or 0 included, moves the logits well past a 1e-5 tolerance."""
     import torch
 
-    from fixedcode_study.build import build_model
-    from fixedcode_study.record.checkpoint import save_checkpoint
+    from fixedcode_study.build import build_decoder
     from fixedcode_study.config import compose as compose_config
+    from fixedcode_study.record.checkpoint import save_checkpoint
+    from fixedcode_study.spec import JobSpec
 
     _, prepared_root = trained_checkpoint("learned")
-    cfg = compose_config(["model=test_micro", f"input={input_name}", f"output={output_name}",
-                          *([f"model.max_seq_len={max_seq_len}"] if max_seq_len else []), *overrides])
-    torch.manual_seed(seed)
-    model = build_model(cfg.model, cfg.input, output_cfg=cfg.output)
+    spec = JobSpec.from_cfg(compose_config(["model=test_micro", f"input={input_name}", f"output={output_name}",
+                                            *([f"model.max_seq_len={max_seq_len}"] if max_seq_len else []), *overrides]))
+    model = build_decoder(spec.model, seed=seed)
     if randomised:
         g = torch.Generator().manual_seed(1000 + seed)
         with torch.no_grad():
@@ -68,12 +69,10 @@ def untrained_checkpoint(input_name: str, seed: int = 0, max_seq_len: int | None
                     p.copy_(0.5 * torch.randn(p.shape, generator=g))
                 else:  # RMSNorm weights
                     p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=g))
-    # the head's config only for a head other than the default, as a training job records it
-    extra = {"output": cfg.output} if output_name != "untied" else None
     name = (f"{input_name}-{seed}-{max_seq_len}" + ("" if output_name == "untied" else f"-{output_name}")
             + "".join(f"-{o.replace('=', '_').replace('.', '_')}" for o in overrides))
-    return save_checkpoint(_ROOT / "untrained" / (name + ("-randomised" if randomised else "")), model, cfg.model,
-                           cfg.input, prepared_root / "tokenizer.json", extra=extra)
+    return save_checkpoint(_ROOT / "untrained" / (name + ("-randomised" if randomised else "")), model,
+                           spec.checkpoint_config(), prepared_root / "tokenizer.json")
 
 
 def weight_shapes(folder: Path) -> dict[str, tuple[int, ...]]:

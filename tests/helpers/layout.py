@@ -8,7 +8,9 @@ a test builds a small one in memory. The rules:
 - `upward_imports(graph)`: imports that run back up the layer list (`LAYERS`, and `ANALYSIS_LAYERS`
   inside fixedcode_study.analysis), plus modules no layer claims;
 - `long_commands(modules)`: command modules (fixedcode_study/cli/<verb>.py) over `COMMAND_LINES`;
-- `compose_calls(modules)`: config composition outside the front door (cli/) and config.py.
+- `compose_calls(modules)`: config composition outside the front door (cli/) and config.py;
+- `omegaconf_imports(modules)`: omegaconf (DictConfig, OmegaConf) outside the front door: below it a
+  job is its resolved spec (spec.JobSpec) and plain data, never a composed config.
 """
 
 from __future__ import annotations
@@ -199,3 +201,19 @@ def compose_calls(modules: dict[str, Source]) -> list[str]:
                 offenders.append((name, node.lineno, called))
     return [f"{name}:{line} {called}() (compose at the front door, cli/, and pass the resolved settings down)"
             for name, line, called in sorted(offenders)]
+
+
+def omegaconf_imports(modules: dict[str, Source]) -> list[str]:
+    """'module:line import omegaconf...' for every import of omegaconf (lazy ones included) outside the
+    front door (cli/ and config.py, the module that composes and hands on plain data)."""
+    offenders = []
+    for name, source in sorted(modules.items()):
+        if any(name == door or name.startswith(door + ".") for door in FRONT_DOOR):
+            continue
+        for node in ast.walk(ast.parse(source.text)):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "omegaconf":
+                offenders.append(f"{name}:{node.lineno} from {node.module} import ...")
+            elif isinstance(node, ast.Import):
+                offenders += [f"{name}:{node.lineno} import {a.name}" for a in node.names if a.name.split(".")[0] == "omegaconf"]
+    return [f"{o} (take the JobSpec or a part of it; config.py turns a composed config into plain data)"
+            for o in offenders]

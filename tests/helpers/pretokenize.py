@@ -107,8 +107,9 @@ def fit_briefly(prepared, max_steps: int, callbacks=(), *, val_check_interval: i
     from lightning.pytorch.loggers.logger import Logger
 
     from fixedcode_study.build import build_model
-    from fixedcode_study.config import compose
+    from fixedcode_study.config import compose, plain
     from fixedcode_study.data.batches import TokenDataModule
+    from fixedcode_study.spec import OptimSpec
     from fixedcode_study.training.task import LanguageModelTask
 
     class Rows(Logger):
@@ -128,7 +129,7 @@ def fit_briefly(prepared, max_steps: int, callbacks=(), *, val_check_interval: i
     L.seed_everything(0, verbose=False)
     model = build_model(cfg.model, cfg.input)
     dm = TokenDataModule(prepared, seq_len, batch_size, seed=0, val_batch_size=val_batch_size, grad_accum=grad_accum)
-    task = LanguageModelTask(model, cfg.optim, max_steps, seq_len * batch_size * grad_accum,
+    task = LanguageModelTask(model, OptimSpec.of(plain(cfg.optim)), max_steps, seq_len * batch_size * grad_accum,
                              torch.from_numpy(prepared.token_bytes()), log_every=1)
     rows = Rows()
     trainer = L.Trainer(accelerator="cpu", devices=1, precision="32-true", max_steps=max_steps, max_epochs=-1,
