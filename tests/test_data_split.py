@@ -111,7 +111,7 @@ def test_every_data_config_records_its_rule_and_keeps_its_fingerprint():
     for name, rule in expected.items():
         base = [f"data={name}", *extra.get(name, [])]
         spec = JobSpec.from_cfg(compose(base))
-        assert spec.config["data"]["split"] == rule, name
+        assert spec.composed["data"]["split"] == rule and spec.data.settings["split"] == rule, name
         assert "data.split" not in spec.fingerprint["settings"], name
         other = JobSpec.from_cfg(compose([*base, f"data.split={'name_hash' if rule == 'shuffle' else 'shuffle'}"]))
         assert other.fingerprint["settings"]["data.split"] != rule, name

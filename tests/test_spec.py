@@ -155,10 +155,10 @@ def test_every_part_checks_itself_where_it_is_built():
 
 
 def test_a_new_data_key_reaches_data_and_the_fingerprint_unchanged():
-    """DataSpec carries the data group whole: a key conf/data gains (e.g. a split rule) is read by
-    data/ and hashed, with no change to the spec."""
+    """DataSpec carries the data group whole: a key conf/data gains is read by data/ and hashed, with
+    no change to the spec."""
     plain_spec = JobSpec.from_cfg(compose(["model=test_micro"]))
-    spec = JobSpec.from_cfg(compose(["model=test_micro", "+data.split=document_hash"]))
-    assert spec.data.settings["split"] == "document_hash" and spec.data.name == "shakespeare"
-    assert spec.fingerprint["settings"]["data.split"] == "document_hash"
+    spec = JobSpec.from_cfg(compose(["model=test_micro", "+data.new_key=7"]))
+    assert spec.data.settings["new_key"] == 7 and spec.data.name == "shakespeare"
+    assert spec.fingerprint["settings"]["data.new_key"] == 7
     assert spec.fingerprint["settings_sha"] != plain_spec.fingerprint["settings_sha"]
