@@ -127,8 +127,8 @@ def _link(report: Path, root: Path, start: Path) -> str:
 
 def _no_records(name: str, link: str) -> list[str]:
     return [f"*{name}* ([report]({link})): its job records are not committed (no `runs/` beside the report), so its "
-            "rows cannot be recomputed here and none of them is listed as a finding; the report predates tested "
-            "reading rows and declared families where it was not regenerated. Nothing in this block is a finding."]
+            "rows cannot be recomputed, and the report, written before tested reading rows and declared families, "
+            "is kept as it was. None of its rows is listed here as a finding."]
 
 
 def _verdict_counts(rows: pd.DataFrame) -> str:

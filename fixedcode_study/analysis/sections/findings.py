@@ -39,5 +39,5 @@ def build(results, figures_dir: Path) -> Part:
     lines = [f"## {TITLE}", "", *wrap("findings", findings_lines(results.comparisons)), ""]
     elsewhere = elsewhere_lines(results)
     if elsewhere:
-        lines += ["Where another study declares the same comparison:", "", *elsewhere, ""]
+        lines += ["Where another study declares the same comparison:", *elsewhere, ""]
     return Part(lines)

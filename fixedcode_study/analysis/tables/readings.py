@@ -247,25 +247,33 @@ def _item(row) -> str:
     return _text(row.context) or _text(row.bucket)
 
 
+def _counts(part: pd.DataFrame, phrases: dict) -> str:
+    """'not shown in 11 of 12; smaller than the rest in 1 of 12 (ctx)': every reading but the most common
+    one names its contexts."""
+    common = part["reading"].value_counts(sort=True).index[0]
+    groups = []
+    for reading in dict.fromkeys(part["reading"]):
+        group = part[part["reading"] == reading]
+        listed = "" if reading == common else f" ({', '.join(_item(r) for r in group.itertuples(index=False))})"
+        groups.append(f"{phrases.get(reading, reading)} in {len(group)} of {len(part)}{listed}")
+    return "; ".join(groups)
+
+
 def condensed(rows: pd.DataFrame) -> list[str]:
-    """One line per (comparison, breakdown or row name, bucket end): how many contexts have each reading,
-    naming the contexts of every reading but the most common one."""
+    """One line per (comparison, breakdown or row name): how many contexts have each reading (an end
+    bucket's two ends each their own), naming the contexts of every reading but the most common one."""
     lines = []
-    rows = rows.assign(_end=rows["end"] if "end" in rows else "")
-    for (comparison, breakdown, name, end), part in rows.groupby(["comparison", "breakdown", "name", "_end"],
-                                                              sort=False, dropna=False):
+    for (comparison, breakdown, name), part in rows.groupby(["comparison", "breakdown", "name"], sort=False,
+                                                            dropna=False):
         kind = part["kind"].iloc[0]
         phrases = PHRASES.get(kind, {})
-        what = (f"the {end} tested bucket ({', '.join(dict.fromkeys(part['bucket'].astype(str)))}) " if _text(end) else ""
-                ) + (breakdown_title(breakdown) if _text(breakdown) else _text(name))
-        counts = part["reading"].value_counts(sort=True)
-        common = counts.index[0]
-        groups = []
-        for reading in dict.fromkeys(part["reading"]):
-            group = part[part["reading"] == reading]
-            listed = "" if reading == common else f" ({', '.join(_item(r) for r in group.itertuples(index=False))})"
-            groups.append(f"{phrases.get(reading, reading)} in {len(group)} of {len(part)}{listed}")
-        lines.append(f"{comparison}, {what}: " + "; ".join(groups) + ".")
+        what = breakdown_title(breakdown) if _text(breakdown) else _text(name)
+        if kind == END:
+            ends = [f"the {end} tested bucket ({', '.join(dict.fromkeys(group['bucket'].astype(str)))}): "
+                    + _counts(group, phrases) for end, group in part.groupby("end", sort=False)]
+            lines.append(f"{comparison}, {what}: " + "; ".join(ends) + ".")
+        else:
+            lines.append(f"{comparison}, {what}: " + _counts(part, phrases) + ".")
     return lines
 
 
