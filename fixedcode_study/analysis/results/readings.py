@@ -378,9 +378,10 @@ def curve_rows(results) -> list[dict]:
         values = part.drop(columns="run")
         for tokens in dict.fromkeys((shared[0], middle, shared[-1])):
             row = gap_at(values, r.variant_a, r.variant_b, tokens)
-            points.append((row, role, where | {"bucket": f"{tokens:,.0f} tokens"}))
+            points.append((row, role, where | {"bucket": f"{tokens:,.0f} tokens", "name": "gap at a validation"}))
         row = gap_change(values, r.variant_a, r.variant_b, shared[-2], shared[-1])
-        changes.append((row, role, where | {"bucket": f"{shared[-2]:,.0f} to {shared[-1]:,.0f} tokens"}))
+        changes.append((row, role, where | {"bucket": f"{shared[-2]:,.0f} to {shared[-1]:,.0f} tokens",
+                                            "name": "change of the gap over the last two validations"}))
     return _families(points, POINT) + _families(changes, CHANGE)
 
 

@@ -241,39 +241,51 @@ PHRASES = {
 }
 
 
-def _item(row) -> str:
-    if row.kind == SIZE:
-        return f"{row.bucket} at {row.context}"
-    return _text(row.context) or _text(row.bucket)
+def _item(row, across: str) -> str:
+    """How a row is named in a condensed line: by its context (a ladder's cell), or, in a study of one
+    context, by its comparison; with the bucket or point where the row has one."""
+    at = _text(row.bucket) if row.kind in (SIZE, POINT, CHANGE) else ""
+    name = _text(row.context) if across == "context" else _text(row.comparison)
+    if row.kind == SIZE and across == "context":
+        return f"{at} at {name}"
+    return f"{name} at {at}" if at else name
 
 
-def _counts(part: pd.DataFrame, phrases: dict) -> str:
-    """'not shown in 11 of 12; smaller than the rest in 1 of 12 (ctx)': every reading but the most common
-    one names its contexts."""
+def _counts(part: pd.DataFrame, phrases: dict, across: str) -> str:
+    """'not shown in 11 of 12; smaller than the rest in 1 of 12 (…)': every reading but the most common
+    one names its rows."""
     common = part["reading"].value_counts(sort=True).index[0]
     groups = []
     for reading in dict.fromkeys(part["reading"]):
         group = part[part["reading"] == reading]
-        listed = "" if reading == common else f" ({', '.join(_item(r) for r in group.itertuples(index=False))})"
+        listed = ("" if reading == common else
+                  f" ({', '.join(_item(r, across) for r in group.itertuples(index=False))})")
         groups.append(f"{phrases.get(reading, reading)} in {len(group)} of {len(part)}{listed}")
     return "; ".join(groups)
 
 
 def condensed(rows: pd.DataFrame) -> list[str]:
-    """One line per (comparison, breakdown or row name): how many contexts have each reading (an end
-    bucket's two ends each their own), naming the contexts of every reading but the most common one."""
+    """Many rows of one kind in few lines. Over several contexts (a ladder's cells): one line per
+    comparison and breakdown (or row name), counting the contexts under each reading. In one context:
+    one line per breakdown (or row name), counting the comparisons. An end bucket's two ends each get
+    their count; every reading but the most common one names its rows."""
+    several = rows["context"].fillna("").astype(str).nunique() > 1
+    across = "context" if several else "comparison"
+    keys = (["comparison"] if several else []) + ["breakdown", "name"]
     lines = []
-    for (comparison, breakdown, name), part in rows.groupby(["comparison", "breakdown", "name"], sort=False,
-                                                            dropna=False):
+    for key, part in rows.groupby(keys, sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        breakdown, name = key[-2], key[-1]
         kind = part["kind"].iloc[0]
         phrases = PHRASES.get(kind, {})
         what = breakdown_title(breakdown) if _text(breakdown) else _text(name)
+        head = f"{key[0]}, {what}" if several else what[:1].upper() + what[1:]
         if kind == END:
             ends = [f"the {end} tested bucket ({', '.join(dict.fromkeys(group['bucket'].astype(str)))}): "
-                    + _counts(group, phrases) for end, group in part.groupby("end", sort=False)]
-            lines.append(f"{comparison}, {what}: " + "; ".join(ends) + ".")
+                    + _counts(group, phrases, across) for end, group in part.groupby("end", sort=False)]
+            lines.append(f"{head}: " + "; ".join(ends) + ".")
         else:
-            lines.append(f"{comparison}, {what}: " + _counts(part, phrases) + ".")
+            lines.append(f"{head}: " + _counts(part, phrases, across) + ".")
     return lines
 
 
