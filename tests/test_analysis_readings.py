@@ -32,10 +32,9 @@ from helpers import analysis as fx
 from fixedcode_study.analysis.__main__ import main as cli_main
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.results import ReportOptions, compute
-from fixedcode_study.analysis.results.readings import EXPLORATORY, STATED
 from fixedcode_study.analysis.sections.readings import HERE
 from fixedcode_study.analysis.summaries import blocks, expected_report_blocks
-from fixedcode_study.analysis.tables.readings import read_readings, reading_lines, sentence
+from fixedcode_study.analysis.tables.readings import EXPLORATORY, STATED, read_readings, reading_lines, sentence
 
 
 @pytest.fixture(scope="module")

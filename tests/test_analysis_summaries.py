@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fixedcode_study.analysis import regenerate, summaries
-from fixedcode_study.config import PROJECT_ROOT
+from fixedcode_study.analysis.summaries import REPO_ROOT as PROJECT_ROOT
 
 MAX_LINES = 400
 PLANTED = "Across the ladder binary16 is worse than learned, and the gap narrows with compute."

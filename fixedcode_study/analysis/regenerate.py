@@ -26,13 +26,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import PROJECT_ROOT
-from ..record.jobdir import RESULTS_FILE
+from ..record.jobdir import JOB_CONFIG_FILE, METRICS_FILE, RESULTS_FILE
 from .errors import AnalysisError
+from .read.probes import CROSS_GLOB, PROBES_FILE
+from .summaries import REPO_ROOT as PROJECT_ROOT
 
-RECORD_FILES = ("results.json", "metrics.csv", "config.yaml")
-PROBE_FILES = ("probes.json",)
-CROSS_GLOB = "probes_cross*.json"
+RECORD_FILES = (RESULTS_FILE, METRICS_FILE, JOB_CONFIG_FILE)
+PROBE_FILES = (PROBES_FILE,)
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def copy_records(report: Committed, sources: list[Path], root: Path = PROJECT_RO
                     shutil.copy2(cross, root / report.runs / cross.name)
     if not copied:
         raise AnalysisError(f"--copy: no job of sweep {' or '.join(sorted(wanted))} under "
-                            f"{', '.join(map(str, sources))} (results.json `sweep`)")
+                            f"{', '.join(map(str, sources))} ({RESULTS_FILE} `sweep`)")
     return copied
 
 

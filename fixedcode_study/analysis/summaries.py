@@ -36,16 +36,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import PROJECT_ROOT as REPO_ROOT
+from ..record.jobdir import RESULTS_FILE
 from .errors import AnalysisError
-from .results.readings import LADDER, PROBE, SIDES, STATED, TREND
 from .sections.base import BEGIN, END, wrap
 from .sections.readings import HERE, LADDER_KINDS
 from .stats.equivalence import PRIMARY
 from .tables.findings import VERDICT_ORDER, findings_lines
-from .tables.readings import read_readings, reading_lines
+from .tables.readings import LADDER, PROBE, SIDES, STATED, TREND, read_readings, reading_lines
 from .tables.scaling import law_readings
 
+# The checkout the package sits in: the committed reports and the docs live there (a wheel has neither).
+REPO_ROOT = Path(__file__).resolve().parents[2]
 REPORTS = Path("docs") / "reports"
 README = Path("README.md")
 REPORTS_README = REPORTS / "README.md"
@@ -84,7 +85,7 @@ def report_dirs(root: Path) -> list[Path]:
 
 
 def has_records(report: Path) -> bool:
-    return any((report / "runs").rglob("results.json")) if (report / "runs").is_dir() else False
+    return any((report / "runs").rglob(RESULTS_FILE)) if (report / "runs").is_dir() else False
 
 
 def comparisons(report: Path) -> pd.DataFrame:

@@ -51,13 +51,12 @@ from ..stats.equivalence import PRIMARY
 from ..stats.grouping import context_columns, context_mask, shown_context
 from ..stats.rows import DOWN, NOT_SHOWN, UP, Tested, equivalence_p, in_family, t_row
 from ..stats.trend import bucket_trend
+from ..tables.readings import (
+    BESIDE, CHANGE, END, EQUIVALENT, EXPLORATORY, EXTRAPOLATION, KINDS, LADDER, NOT_TESTED, POINT, PROBE, SIDES, SIZE,
+    STATED, TREND, budget_label,
+)
 from .curves import CURVE, included_curve
 
-TREND, END, SIZE, LADDER, EXTRAPOLATION, PROBE, SIDES, POINT, CHANGE = (
-    "trend", "end", "size", "ladder", "extrapolation", "probe", "sides", "point", "change")
-KINDS = (TREND, END, SIZE, LADDER, EXTRAPOLATION, PROBE, SIDES, POINT, CHANGE)
-STATED, EXPLORATORY, BESIDE = "stated", "exploratory", "beside"
-EQUIVALENT, NOT_TESTED = "equivalent", "not tested"
 ORDERED = ("input_id_weight", "target_frequency", "position")   # breakdowns with ordered buckets
 MIN_TREND_BUCKETS = 3        # a slope and its curvature need three tested buckets
 PROBE_MEASURE = "identity_offset0"
@@ -270,13 +269,6 @@ def _ladder_gaps(scaling, variant: str) -> pd.DataFrame:
     from .scaling import ladder_input   # one builder of the ladder's input
 
     return ladder_input(scaling, variant)
-
-
-def budget_label(tokens) -> str:
-    """'2^21 tokens' for a power of two, else the count."""
-    value = float(tokens)
-    exponent = math.log2(value) if value > 0 else math.nan
-    return f"2^{int(exponent)} tokens" if math.isfinite(exponent) and exponent.is_integer() else f"{value:,.0f} tokens"
 
 
 # ------------------------------------------------------------------------------------ probes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...record.jobdir import RESULTS_FILE
 from ..stats.grouping import context_columns
 from ..tables.render import Table
 from ..tables.summary import table_notes
@@ -38,7 +39,7 @@ def trained_lines(jobs) -> list[str]:
     days = sorted(jobs["finished_at"].dropna().astype(str).str[:10].unique())
     span = (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}") if days else "unknown"
     shas = sorted(jobs["code_sha"].dropna().astype(str).unique()) if "code_sha" in jobs else []
-    return [f"- Trained: finished {span} (results.json finished_at)"
+    return [f"- Trained: finished {span} ({RESULTS_FILE} finished_at)"
             + (f"; training source {', '.join(shas)} (fingerprint.code_sha)" if shas else "")]
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..results.readings import BESIDE, EXPLORATORY, EXTRAPOLATION, LADDER, SIZE, STATED
 from ..stats.equivalence import ALPHA
-from ..tables.readings import NAME, WRITERS, readings_table, reading_lines
+from ..tables.readings import (BESIDE, EXPLORATORY, EXTRAPOLATION, LADDER, NAME, SIZE, STATED, WRITERS, reading_lines,
+                              readings_table)
 from .base import Part, files, wrap
 
 TITLE = "Tested readings"

@@ -17,15 +17,18 @@ import math
 
 import pandas as pd
 
-from ..results.readings import (
-    CHANGE, DOWN, END, EQUIVALENT, EXTRAPOLATION, LADDER, NOT_SHOWN, NOT_TESTED, POINT, PROBE, SIDES, SIZE, STATED,
-    TREND, UP,
-)
+from ..stats.rows import DOWN, NOT_SHOWN, UP
 from ..stats.trend import DECREASES, INCREASES, NOT_MONOTONE
 from . import numfmt
 from .breakdown import title as breakdown_title
 from .render import Table
 
+# What a reading row tests (results/readings.py builds them) and whether it may be worded.
+TREND, END, SIZE, LADDER, EXTRAPOLATION, PROBE, SIDES, POINT, CHANGE = (
+    "trend", "end", "size", "ladder", "extrapolation", "probe", "sides", "point", "change")
+KINDS = (TREND, END, SIZE, LADDER, EXTRAPOLATION, PROBE, SIDES, POINT, CHANGE)
+STATED, EXPLORATORY, BESIDE = "stated", "exploratory", "beside"
+EQUIVALENT, NOT_TESTED = "equivalent", "not tested"
 NAME = "readings"
 MAX_ROWS_PER_KIND = 18   # more stated rows of one kind are written one line per comparison and breakdown
 KIND_TITLES = {TREND: "Trends over ordered buckets", END: "The first and last bucket against the others",
@@ -35,6 +38,13 @@ KIND_TITLES = {TREND: "Trends over ordered buckets", END: "The first and last bu
                CHANGE: "The gap curve's last step"}
 UNITS = {TREND: "nats/token per bucket", END: "nats/token", SIZE: "bpb", LADDER: "bpb per decade",
          EXTRAPOLATION: "bpb", PROBE: "", SIDES: "bpb", POINT: "bpb", CHANGE: "bpb"}
+
+
+def budget_label(tokens) -> str:
+    """'2^21 tokens' for a power of two, else the count."""
+    value = float(tokens)
+    exponent = math.log2(value) if value > 0 else math.nan
+    return f"2^{int(exponent)} tokens" if math.isfinite(exponent) and exponent.is_integer() else f"{value:,.0f} tokens"
 
 
 def _text(value) -> str:
@@ -158,7 +168,7 @@ def _probe(row) -> str:
     head = f"current-token identity at {row.bucket}, {row.comparison} at {row.context}"
     if row.reading in (UP, DOWN):
         return (f"{head}: {a} reads the current token out {'higher' if row.reading == UP else 'lower'} than {b}: "
-                f"Δ = {numbers(row, 'accuracy')} (Welch over seeds, {int(row.n)}+), {holm(row)}.")
+                f"Δ = {numbers(row, 'accuracy')} (Welch over seeds), {holm(row)}.")
     return f"{head}: a difference is not shown: Δ = {numbers(row, 'accuracy')} (Welch over seeds), {holm(row)}."
 
 

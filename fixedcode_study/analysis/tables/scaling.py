@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..results.readings import budget_label
 from . import numfmt
+from .readings import budget_label
 from .render import Table
 from .scaling_points import EARLIER_POINT
 
