@@ -44,6 +44,16 @@ MAIN_FAMILY = "binary16:learned,gf2:learned,gf2:binary16"
 MAX_LINES = 400
 
 
+@pytest.fixture
+def unrendered(monkeypatch):
+    """Figures are built (every estimate they draw, every caption and reference) but not rendered to PNG
+    and PDF: for tests that read report.md and the tables only, rendering is most of a report's time
+    (figure files are checked where they are the point, e.g. test_the_own_code_weight_is_a_per_arm_profile)."""
+    from matplotlib.figure import Figure
+
+    monkeypatch.setattr(Figure, "savefig", lambda self, *args, **kwargs: None)
+
+
 def primary_rows(out: Path) -> pd.DataFrame:
     rows = pd.read_csv(out / "tables" / "comparisons.csv")
     return rows[rows["family"] == "primary"].set_index("comparison")
@@ -52,7 +62,7 @@ def primary_rows(out: Path) -> pd.DataFrame:
 # ---------------------------------------------------------------- declared families
 
 
-def test_a_primary_verdict_is_the_same_for_the_same_jobs_in_two_studies(tmp_path):
+def test_a_primary_verdict_is_the_same_for_the_same_jobs_in_two_studies(tmp_path, unrendered):
     """main's jobs alone, and the same jobs inside a study with more arms: other arms add exploratory
     rows, never a member of the family, so every primary row keeps its p, Holm p and verdict."""
     main = fx.build_crn_sweep(tmp_path / "a")
@@ -78,7 +88,7 @@ def test_a_primary_verdict_is_the_same_for_the_same_jobs_in_two_studies(tmp_path
     assert not np.allclose(whole, b["p_holm"].to_numpy())
 
 
-def test_without_a_declaration_every_row_is_exploratory_and_nothing_is_a_finding(tmp_path):
+def test_without_a_declaration_every_row_is_exploratory_and_nothing_is_a_finding(tmp_path, unrendered):
     sweep = fx.build_crn_sweep(tmp_path)   # multirun/crn: no sweeps/crn.yaml
     out = tmp_path / "report"
     assert cli_main([str(sweep), "--out", str(out)]) == 0
@@ -144,7 +154,7 @@ def test_a_partial_label_names_the_one_variant_that_has_those_settings():
     assert resolve("binary16 (values=2)", variants) is None
 
 
-def test_study_file_and_primary_options(tmp_path):
+def test_study_file_and_primary_options(tmp_path, unrendered):
     sweep = fx.build_crn_sweep(tmp_path)
     study_file = tmp_path / "crn.yaml"
     study_file.write_text("name: crn\nprimary:\n  question: Does gf2 differ from binary16?\n"
@@ -231,7 +241,8 @@ def test_small_buckets_are_shown_untested_and_one_bh_procedure_covers_the_report
 # ---------------------------------------------------------------- computed once, from one reading
 
 
-def test_results_json_is_read_once_per_job_and_each_estimate_computed_once(breakdown, tmp_path, monkeypatch):
+def test_results_json_is_read_once_per_job_and_each_estimate_computed_once(breakdown, tmp_path, monkeypatch,
+                                                                        unrendered):
     """The probe and sample readers take a job's identity from the run reader's row; compare,
     summarize and the gap curves run once per report, the figures recompute none of them."""
     sweep, _ = breakdown
@@ -282,7 +293,7 @@ def _reports(root: Path) -> dict[str, Path]:
     return out
 
 
-def test_no_report_passes_400_lines_and_each_opens_with_its_primary_rows(tmp_path):
+def test_no_report_passes_400_lines_and_each_opens_with_its_primary_rows(tmp_path, unrendered):
     for name, out in _reports(tmp_path).items():
         text = (out / "report.md").read_text()
         lines = text.splitlines()
@@ -301,7 +312,7 @@ def test_no_report_passes_400_lines_and_each_opens_with_its_primary_rows(tmp_pat
                 assert runs <= jobs, (name, csv.name, column)
 
 
-def test_report_files_are_written_atomically(breakdown, tmp_path, monkeypatch):
+def test_report_files_are_written_atomically(breakdown, tmp_path, monkeypatch, unrendered):
     """A report that fails half-way leaves the previous report.md and no half-written or temporary file."""
     from fixedcode_study.analysis.tables import render
 

@@ -1,6 +1,6 @@
 """`fixedcode analyze RUN_DIR [RUN_DIR ...] --out REPORT_DIR [--wandb ENTITY/PROJECT [--group G]]
 [--probe-runs RUN_DIR ...] [--baseline NAME] [--pairs A:B[,C:D]] [--primary A:B[,C:D]] [--study FILE.yaml]
-[--min-bucket-tokens N] [--margin METRIC=VALUE ...] [--reference] [--ema-alpha A]
+[--min-bucket-tokens N] [--margin METRIC=VALUE ...] [--note TEXT ...] [--reference] [--ema-alpha A]
 [--wandb-report ENTITY/PROJECT [--dry-run] [--wandb-log-report]]` (the study's W&B dashboard: dashboard.py).
 
 Tables, figures and report.md from fixed-code study runs (see docs/results-schema.md).
@@ -81,6 +81,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="equivalence margin for TOST, in the metric's units (relative for perplexities: "
                              "0.02 or 2%%); METRIC is e.g. val_bpb, hellaswag/acc_norm or acc_norm; repeatable. "
                              "Defaults: val_bpb 0.01, val_loss 0.02, perplexities 2%%, accuracies 0.01")
+    parser.add_argument("--note", action="append", default=[], metavar="TEXT",
+                        help="a line on how and where the jobs ran (machine, precision, launcher), shown under "
+                             "'What was compared'; repeatable")
     dashboard = parser.add_argument_group("W&B dashboard (analysis/dashboard.py)")
     dashboard.add_argument("--wandb-report", metavar="ENTITY/PROJECT",
                            help="build the study's W&B workspace (curves vs training tokens by input with seed bands, "
@@ -159,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                                 Margins.from_args(args.margin), parse_pairs(args.primary, "--primary"), args.study)
         if args.min_bucket_tokens is not None:
             options.min_bucket_tokens = args.min_bucket_tokens
+        options.notes = tuple(n.strip() for n in args.note if n.strip())
         study, probe_study = load(args)
         output = write_report(study, args.out, options, probe_study)
         included, excluded = len(study.included_jobs), len(study.excluded_jobs)

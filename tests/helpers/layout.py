@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # Inside fixedcode_study.analysis (its __init__, docstring only, at the bottom).
 ANALYSIS_LAYERS: tuple[tuple[str, ...], ...] = (
     ("", "errors"), ("read",), ("stats",), ("tables",), ("results",), ("figures",), ("sections",), ("report",),
-    ("dashboard",), ("__main__",),
+    ("dashboard",), ("__main__",), ("summaries",), ("regenerate",),
 )
 COMMAND_LINES = 120  # a command module parses, resolves and calls the library: no more
 FRONT_DOOR = (f"{PACKAGE}.cli", f"{PACKAGE}.config")  # where a config may be composed

@@ -93,7 +93,7 @@ def gap_vs_tokens_figure(study, gaps: pd.DataFrame, out_dir: Path, baseline: str
     how = {"paired": "paired differences over seeds (common random numbers)",
            "welch": "Welch intervals over seeds (runs not paired)", "n/a": "no band where a side has one seed"}
     caption = (f"Validation gap vs training tokens: variant minus baseline ({baseline}) in bits per byte (below 0: "
-               "the variant is better). Line: mean gap at each validation point (training tokens) where every run "
+               "the variant's val bpb is the lower). Line: mean gap at each validation point (training tokens) where every run "
                "compared has a value; band: 95% CI over seeds from " + "; ".join(how[t] for t in sorted(tests)) + ".")
     if interpolated:
         caption += (" Where two arms validate at different token counts, each run's val bpb is interpolated linearly "

@@ -1,11 +1,12 @@
 """The Scaling figure: the paired gap against training compute, one panel per fixed arm. It draws the
 estimates of results/scaling.py (pairs, the gap line's band, predictions) and fits nothing.
 
-Points: one per seed pair (same size, budget and seed), marker by model size. Line: the direct fit
-gap = c0 + c1 log10 C with its 95% seed-bootstrap band, solid over the compute observed and dashed
-beyond it, out to the paper's compute. At the paper's and the earlier version's compute: each fit's
-prediction with its interval (the law under both parameter conventions, offset sideways so they
-do not overlap), and the paper's measured gap on WikiText as a star (another text and tokenizer).
+Points: one per seed pair (same size, budget and seed), marker by model size. Line: the compute line
+on the cell means, gap = c0 + c1 log10 C, with its 95% t band (random-cell model), solid over the
+compute observed and dashed beyond it, out to the paper's compute. At the paper's and the earlier
+version's compute: each fit's prediction with its interval (the two-factor fit and the law under
+both parameter conventions offset sideways so they do not overlap), and the paper's measured gap
+on WikiText as a star (another text and tokenizer).
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ from pathlib import Path
 import numpy as np
 from matplotlib import ticker
 
+from ..results.scaling import GAP_LINE, TWO_FACTOR
 from ..stats import scaling as sc
 from .style import BAND_ALPHA, MARKERS, PALETTE, FigureFile, legend_outside, new_figure, save
 
 STEM = "scaling_gap_vs_compute"
-METHOD_STYLE = {("gap vs compute", ""): ("#000000", "o", 1.0), ("law L(N, D)", sc.CHINCHILLA): ("#CC6677", "s", 1.35),
+METHOD_STYLE = {(GAP_LINE, ""): ("#000000", "o", 1.0), (TWO_FACTOR, ""): ("#4477AA", "D", 0.55),
+                ("law L(N, D)", sc.CHINCHILLA): ("#CC6677", "s", 1.35),
                 ("law L(N, D)", sc.KAPLAN): ("#117733", "^", 0.74)}
 
 
 def scaling_figure(result, out_dir: Path) -> FigureFile | None:
-    if result is None or not result.gaps:
+    if result is None or result.pairs.empty:
         return None
-    variants = list(result.gaps)
+    variants = list(dict.fromkeys(result.pairs["variant"]))
     fig, axes = new_figure(len(variants), panel_width=4.2, height=3.2)
     sizes = sorted(result.pairs["model_size"].unique(), key=str)
     for ax, variant in zip(axes, variants, strict=True):
@@ -42,7 +45,7 @@ def scaling_figure(result, out_dir: Path) -> FigureFile | None:
             if part.empty:
                 continue
             ax.plot(part["compute"], part["gap"], color="#000000", linestyle=style,
-                    label="gap fit (dashed: extrapolated)" if style == "-" else None)
+                    label="compute line on cell means (dashed: extrapolated)" if style == "-" else None)
             if np.isfinite(part[["low", "high"]].to_numpy()).all():
                 ax.fill_between(part["compute"], part["low"], part["high"], color="#000000", alpha=BAND_ALPHA,
                                 linewidth=0)
@@ -69,10 +72,10 @@ def scaling_figure(result, out_dir: Path) -> FigureFile | None:
         ax.set_title(f"{variant} − {result.baseline}")
     legend_outside(fig, axes)
     caption = (f"Paired final val bpb gap (arm minus {result.baseline}, same seed, size and budget) against training "
-               "compute (flops_per_token × tokens seen). Black line: gap = c0 + c1 log10 C, band: 95% bootstrap over "
-               "whole seeds; dashed where it extrapolates beyond the largest compute observed. Error bars at the paper's "
-               "and the earlier version's compute (the earlier version's shape and tokens partly assumed): each fit's "
-               "prediction, the law's two parameter conventions drawn slightly left (Kaplan) and right (Chinchilla) "
-               "of the true compute. Star: the paper's measured gap on WikiText (word perplexity converted to bits per "
+               "compute (flops_per_token × tokens seen). Black line: gap = c0 + c1 log10 C fitted to the cell means, band: "
+               "its 95% t interval (random-cell model); dashed where it extrapolates beyond the largest compute "
+               "observed. Error bars at the paper's and the earlier version's compute (the earlier version's shape and "
+               "tokens partly assumed): each fit's prediction, the two-factor fit (log N, log D) and the law's two "
+               "parameter conventions drawn left (two-factor, Kaplan) and right (Chinchilla) of the true compute. Star: the paper's measured gap on WikiText (word perplexity converted to bits per "
                "byte), a different text and tokenizer from our validation split.")
     return save(fig, out_dir, STEM, caption)

@@ -78,14 +78,15 @@ def new_figure(n_panels: int, panel_width: float = 3.3, height: float = 2.7, nco
 
 
 def save(fig, out_dir: Path, stem: str, caption: str) -> FigureFile:
-    """PNG and PDF, each written atomically (record/atomic.py), then the figure is closed."""
+    """PNG and PDF, each written atomically (record/atomic.py), then the figure is closed. The PDF carries no
+    creation date, so regenerating a report from the same records rewrites the same bytes."""
     files = []
     fig.tight_layout()
     try:
         for ext in ("png", "pdf"):
             path = out_dir / f"{stem}.{ext}"
             with atomic_file(path, "wb") as fh:
-                fig.savefig(fh, format=ext)
+                fig.savefig(fh, format=ext, metadata={"CreationDate": None} if ext == "pdf" else None)
             files.append(path)
     finally:
         plt.close(fig)

@@ -65,7 +65,7 @@ def split_contexts(jobs: pd.DataFrame, configs: dict[str, dict]) -> tuple[pd.Dat
     budget = jobs["run"].map(lambda run: (configs.get(run) or {}).get(BUDGET_KEY))
     jobs["train_budget"] = pd.to_numeric(budget, errors="coerce")
     jobs["model_size"] = jobs["model"]
-    notes = []
+    notes, split = [], {}
     for preset, group in jobs.groupby("model", sort=False, dropna=False):
         keys = _splitting_keys(group, configs)
         if not keys:
@@ -79,8 +79,11 @@ def split_contexts(jobs: pd.DataFrame, configs: dict[str, dict]) -> tuple[pd.Dat
             jobs.loc[idx, "model"] = size + (f" @ {tokens_label(jobs.loc[idx, 'train_budget'])}"
                                              if BUDGET_KEY in keys else "")
         named = [k[len(SHAPE_PREFIX):] for k in shape] + (["training tokens"] if BUDGET_KEY in keys else [])
-        notes.append(f"model {preset}: its jobs ran one arm at one seed under several values of "
-                     f"{', '.join(named)}, so each value is a comparison context of its own (the model column)")
+        split.setdefault(", ".join(named), []).append(preset)
+    for named, presets in split.items():   # one note per kind of split, naming every preset it split
+        notes.append(f"model {', '.join(presets)}: {'its' if len(presets) == 1 else 'their'} jobs ran one arm at one "
+                     f"seed under several values of {named}, so each value is a comparison context of its own "
+                     "(the model column)")
     return jobs, notes
 
 

@@ -13,7 +13,10 @@ job's results.json and metrics.csv, read/runs.py) and everything estimated from 
   procedure over every tested bucket, and the per-arm own-code profiles;
 - the gap over training tokens and per model size (results/curves.py);
 - a compute ladder's fits and predictions (results/scaling.py);
-- the fresh probes and samples of the included jobs (read/probes.py, read/samples.py).
+- the fresh probes and samples of the included jobs (read/probes.py, read/samples.py);
+- the tested readings (results/readings.py): bucket trends and ends, size contrasts, the ladder's
+  fits, probe contrasts at equal input RMS, input side against output side, points of a gap curve,
+  each row in its stated Holm family.
 
 Report sections (sections/) build their tables, figures and text from this object; figures draw
 the estimates they are given and never recompute one (rliable's `plot_interval_estimates` shape).
@@ -36,7 +39,9 @@ from ..stats.core import summarize
 from ..stats.equivalence import DEFAULT_LOSS_MARGIN, PRIMARY, Margins
 from ..stats.grouping import COMPARED_FINAL, comparison_points, context_columns, context_mask, table_points
 from ..stats.variance import variance_rows
+from ..tables.summary import metric_decimals
 from .curves import gap_curves, size_gaps
+from .readings import compute_readings
 from .scaling import Scaling, build as build_scaling
 
 DEFAULT_EMA_ALPHA = 0.1
@@ -53,6 +58,7 @@ class ReportOptions:
     primary: tuple[tuple[str, str], ...] = ()    # --primary: the declared family, replacing any study file's
     study: Path | None = None                    # --study FILE.yaml: the study file that declares it
     min_bucket_tokens: float = MIN_TOKENS       # --min-bucket-tokens: smaller breakdown buckets are not tested
+    notes: tuple[str, ...] = ()                  # --note: how and where the jobs ran, shown under What was compared
 
     def declared(self, study) -> Declared:
         """The primary family of a report on `study` (read/declared.py)."""
@@ -91,6 +97,7 @@ class Results:
     scaling: Scaling | None = None
     probes: ProbeData | None = None
     samples: list = field(default_factory=list)
+    readings: pd.DataFrame = field(default_factory=pd.DataFrame)   # results/readings.py
     notes: list[str] = field(default_factory=list)   # what computing them had to say
 
     @property
@@ -131,6 +138,9 @@ def compute(study, options: ReportOptions | None = None, probe_study=None) -> Re
     points = comparison_points(compared, results.finals)
     results.compared_summary = summarize(points, context_columns(compared.jobs) + ["variant"]) if len(points) else \
         pd.DataFrame()
+    if not results.comparisons.empty:   # the Findings' precision per metric, so comparisons.csv alone rewrites them
+        precision = metric_decimals(results.compared_summary) if len(results.compared_summary) else {}
+        results.comparisons["decimals"] = results.comparisons["metric"].map(precision)
     results.variance, notes = variance_rows(study)
     results.notes += notes
     results.buckets, notes = compare_buckets(compared, results.plan, options.loss_margin, options.min_bucket_tokens)
@@ -143,6 +153,9 @@ def compute(study, options: ReportOptions | None = None, probe_study=None) -> Re
     results.notes += results.probes.notes
     results.samples, notes = load_samples(study)
     results.notes += notes
+    if results.scaling is not None:
+        results.notes += results.scaling.notes
+    results.readings = compute_readings(results)
     return results
 
 

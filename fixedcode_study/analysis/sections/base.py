@@ -17,6 +17,19 @@ from ..tables.render import Table, to_markdown
 # is built to stay short.
 MAX_INLINE_ROWS = 30
 REF = "[[figure:{stem}]]"
+# Generated blocks (analysis/summaries.py): text the analysis writes and can rewrite from the report's own
+# tables; the lint reads everything outside them as hand-written.
+BEGIN, END = "<!-- generated:{key}:begin -->", "<!-- generated:{key}:end -->"
+
+
+def wrap(key: str, lines: list[str]) -> list[str]:
+    """`lines` between the markers of generated block `key`."""
+    return [BEGIN.format(key=key), *lines, END.format(key=key)]
+
+
+def inline_table(table: Table) -> list[str]:
+    """A table's Markdown as a generated block `table:NAME` (it must equal tables/NAME.md)."""
+    return wrap(f"table:{table.name}", to_markdown(table).rstrip("\n").splitlines())
 
 
 @dataclass
@@ -58,4 +71,4 @@ def table_block(title: str, table: Table, level: str = "##", limit: int = MAX_IN
         return heading + [f"{len(table.rows)} rows, too long to read here; every row is in the files: "
                           f"[`tables/{table.name}.csv`](tables/{table.name}.csv), [`.md`](tables/{table.name}.md), "
                           f"[`.tex`](tables/{table.name}.tex).", ""]
-    return heading + [to_markdown(table), files(table), ""]
+    return heading + [*inline_table(table), "", files(table), ""]

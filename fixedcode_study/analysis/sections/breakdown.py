@@ -14,8 +14,8 @@ from ..stats.breakdown import METHOD
 from ..stats.equivalence import ALPHA
 from ..stats.grouping import context_columns, shown_context
 from ..tables.breakdown import PREFIX, PROFILE_PREFIX, TITLES as BREAKDOWNS, breakdown_tables, table_name, title
-from ..tables.render import Table, to_markdown
-from .base import Part, embed, figure_ref
+from ..tables.render import Table
+from .base import Part, embed, figure_ref, inline_table
 
 TITLE = "Where the gap lives (loss breakdown)"
 TABLES = ("loss_breakdown",) + tuple(prefix + name for name in BREAKDOWNS for prefix in (PREFIX, PROFILE_PREFIX))
@@ -66,7 +66,7 @@ def build(results, figures_dir: Path) -> Part:
     if not rows.empty:
         table = summary_table(rows, context_columns(study.jobs))
         part.tables["loss_breakdown"] = table
-        lines += [table.caption, "", to_markdown(table)]
+        lines += [table.caption, "", *inline_table(table), ""]
         figures_made = [part.add(breakdown_heatmap(rows, name, context, figures_dir))
                         for name in dict.fromkeys(rows["breakdown"])]
         lines += [line for figure in figures_made for line in embed(figure)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...record.jobdir import RESULTS_FILE
 from ..stats.grouping import context_columns
 from ..tables.render import Table
 from ..tables.summary import table_notes
@@ -30,6 +31,18 @@ def arms_table(study) -> Table:
                  rows, data.drop(columns="variant_order"), numeric={len(context) + 2})
 
 
+def trained_lines(jobs) -> list[str]:
+    """When the included jobs finished (results.json finished_at) and under which training source
+    (fingerprint.code_sha), so a regenerated report says which run it reads."""
+    if jobs.empty or "finished_at" not in jobs:
+        return []
+    days = sorted(jobs["finished_at"].dropna().astype(str).str[:10].unique())
+    span = (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}") if days else "unknown"
+    shas = sorted(jobs["code_sha"].dropna().astype(str).unique()) if "code_sha" in jobs else []
+    return [f"- Trained: finished {span} ({RESULTS_FILE} finished_at)"
+            + (f"; training source {', '.join(shas)} (fingerprint.code_sha)" if shas else "")]
+
+
 def notes(results) -> list[str]:
     return results.study.notes + results.notes + (table_notes(results.compared, results.options.baseline)
                                                   if results.has_jobs else [])
@@ -43,7 +56,8 @@ def build(results, figures_dir: Path) -> Part:
              f"- Jobs found: {len(study.jobs)}; included: {len(jobs)}; excluded: {len(study.excluded_jobs)}",
              f"- Sweeps: {', '.join(sorted(jobs['sweep'].astype(str).unique())) or 'none'}",
              f"- Data sets: {', '.join(sorted(jobs['data'].astype(str).unique())) or 'none'}",
-             f"- Model presets: {', '.join(sorted(jobs['model'].astype(str).unique())) or 'none'}", ""]
+             f"- Model presets: {', '.join(sorted(jobs['model'].astype(str).unique())) or 'none'}",
+             *trained_lines(jobs), *[f"- Ran: {note}" for note in results.options.notes], ""]
     part = Part()
     if not jobs.empty:
         table = arms_table(study)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from ..stats.equivalence import PRIMARY
 from ..tables.findings import findings_lines
-from .base import Part
-from .summary import decimals
+from .base import Part, wrap
 
 TITLE = "Findings"
 TABLES: tuple[str, ...] = ()
@@ -36,8 +35,9 @@ def elsewhere_lines(results) -> list[str]:
 def build(results, figures_dir: Path) -> Part:
     if not results.has_jobs:
         return Part()
-    lines = [f"## {TITLE}", "", *findings_lines(results.comparisons, decimals(results)), ""]
+    # the block is rewritten from tables/comparisons.csv alone (analysis/summaries.py): its `decimals` column
+    lines = [f"## {TITLE}", "", *wrap("findings", findings_lines(results.comparisons)), ""]
     elsewhere = elsewhere_lines(results)
     if elsewhere:
-        lines += ["Where another study declares the same comparison:", "", *elsewhere, ""]
+        lines += ["Where another study declares the same comparison:", *elsewhere, ""]
     return Part(lines)

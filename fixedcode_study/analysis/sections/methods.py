@@ -77,12 +77,16 @@ METHODS = f"""\
   numerical integration over the sd). Each is solved at α/m, m the size of the primary Holm family, which
   Holm rejects whatever the other rows do; the CSV also has the numbers at α alone. None when no n can (Δ = 0,
   |Δ| ≥ margin) or the row is not paired. With three seeds the sd is itself uncertain, so these are orders of magnitude.
+"""
+TUNED = """\
 - **Tuned arms** (studies where runs differ in optim.lr or warm-up): per arm, the learning rate with the lowest
   mean final val_loss_select over seeds is chosen, and the arms are compared, with everything above, on the
   other half of the validation windows: val_bpb_report when recorded, else val_loss_report (one of them only, as
   they are proportional). The halves share
   the trained models, so a lucky seed at one learning rate helps both halves: disjoint windows remove the data
   part of the selection optimism, not the training-noise part.
+"""
+VARIANCE = """\
 - **Matrix vs seed variance** (GF(2) matrix seeds crossed with run seeds): a two-way random-effects model
   y = μ + matrix + seed + residual, estimated by ANOVA mean squares (σ²_matrix = (MS_matrix − MS_residual)/J,
   σ²_seed = (MS_seed − MS_residual)/I, σ²_residual = MS_residual, negative estimates set to 0), with F tests of
@@ -91,11 +95,26 @@ METHODS = f"""\
   shares. Simulated under this model at 5 × 3 and 10 × 3 they cover 95–97% (at least 94% over 30 grid sizes and
   variance settings). The residual holds the matrix × seed interaction, which one run per cell cannot
   separate from noise.
+"""
+BREAKDOWN = f"""\
 - **Loss breakdown** (exploratory): buckets that hold the same tokens in every run are compared like the
   headline when they hold at least `--min-bucket-tokens` (default {MIN_TOKENS:,}) tokens; Benjamini–Hochberg
   ({BUCKET_METHOD}, statsmodels) controls the false discovery rate over every tested bucket of the report,
   the difference tests and the TOST tests separately. No bucket gets a verdict; the weight under the arm's own
   code is a per-arm profile (its buckets hold other tokens for each code), never a gap.
+"""
+READINGS = f"""\
+- **Tested readings** (results/readings.py; docs/statistics.md): on each primary comparison's paired gap per
+  seed, a trend over each ordered breakdown (the per-seed least-squares slope over the tested buckets, weighted by
+  their tokens, t over seeds, with its curvature and the adjacent steps against it, Holm over the steps) and its
+  first and last tested bucket against the others' token-weighted mean (TOST at the val-loss margin); the val bpb
+  gap at the first, middle and last validation its runs share and its change over the last two, paired by seed;
+  probe contrasts at equal input RMS (5% relative tolerance, Welch over seeds); the input side against the output
+  side (a paired linear contrast); on a ladder, the gap at two model sizes at one budget (Welch) and the cell-mean
+  fits. Each kind is one Holm family; a direction is read only where its Holm p < α = {ALPHA}, equivalence only
+  where its TOST Holm p is; otherwise "not shown". Rows from exploratory comparisons are exploratory.
+"""
+CLOSING = """\
 - **Figures** draw the estimates the report computed once (the comparison rows, seed summaries, gap curves,
   bucket rows, fits); none recomputes a statistic. Report files are written atomically, as the record's are.
 - Only jobs with status "completed" and finite final val_ppl and val_bpb enter tables and figures; every other
@@ -105,9 +124,19 @@ METHODS = f"""\
 """
 
 
+def methods(results) -> str:
+    """The Methods: the rules every report uses, then those of the estimates this report has."""
+    parts = [METHODS]
+    parts += [TUNED] if results.tuned_grid is not None else []
+    parts += [VARIANCE] if not results.variance.empty else []
+    parts += [BREAKDOWN] if not (results.buckets.empty and results.profiles.empty) else []
+    parts += [READINGS] if results.readings is not None and not results.readings.empty else []
+    return "".join(parts + [CLOSING])
+
+
 def build(results, figures_dir: Path) -> Part:
     excluded = tables.excluded_table(results.study)
     lines = ["## Excluded jobs", "",
              to_markdown(excluded) if excluded.rows else "None: every job found is completed with final metrics.", "",
-             f"## {TITLE}", "", METHODS]
+             f"## {TITLE}", "", methods(results)]
     return Part(lines, {"excluded_jobs": excluded})

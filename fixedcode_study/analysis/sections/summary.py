@@ -19,9 +19,9 @@ from ..stats.grouping import metric_title, shown_context
 from ..tables import numfmt
 from ..tables.code import constant_bit_warnings
 from ..tables.compare import delta_cells
-from ..tables.render import Table, to_markdown
+from ..tables.render import Table
 from ..tables.summary import metric_decimals
-from .base import Part, embed, figure_ref, files
+from .base import Part, embed, figure_ref, files, inline_table
 
 TITLE = "Primary comparisons"
 TABLES = ("primary",)
@@ -103,7 +103,7 @@ def build(results, figures_dir: Path) -> Part:
         context = [c for c in shown_context(results.compared.jobs) if c in results.primary]
         several = bool(context) and results.primary[context].drop_duplicates().shape[0] > 1
         figure = part.add(primary_figure(results.primary, context if several else [], figures_dir))
-        lines += [table.caption, "", to_markdown(table), files(table), ""]
+        lines += [table.caption, "", *inline_table(table), "", files(table), ""]
         lines += embed(figure)
     lines += ["The caveats under *What was compared* apply to every number; the Findings below state each primary "
               "row in its verdict's words." + (f" {figure_ref(FIGURE)} draws the rows." if part.figures else ""), ""]

@@ -28,14 +28,23 @@ WHY_FEW_PAIRS = "<2 seed pairs"
 def matched_pairs(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """Seeds present in both arms where both runs are CRN. Columns: seed, a, b, run_a, run_b.
     Input frames have columns seed, value, run, crn (one row per run)."""
-    cols = ["seed", "value", "run"]
-    left = a[a["crn"].astype(bool) & a["seed"].notna()][cols]
-    right = b[b["crn"].astype(bool) & b["seed"].notna()][cols]
-    # a seed that appears twice in one arm cannot be matched unambiguously: leave it out
-    left = left.drop_duplicates("seed", keep=False)
-    right = right.drop_duplicates("seed", keep=False)
-    merged = left.merge(right, on="seed", suffixes=("_a", "_b"))
-    return merged.rename(columns={"value_a": "a", "value_b": "b"}).sort_values("seed").reset_index(drop=True)
+    left, right = _crn_runs(a), _crn_runs(b)
+    shared = sorted(set(left) & set(right))
+    return pd.DataFrame({"seed": pd.Series(shared, dtype=a["seed"].dtype if len(shared) else float),
+                         "a": [left[s][0] for s in shared], "b": [right[s][0] for s in shared],
+                         "run_a": [left[s][1] for s in shared], "run_b": [right[s][1] for s in shared]})
+
+
+def _crn_runs(frame: pd.DataFrame) -> dict:
+    """seed -> (value, run) of an arm's CRN runs; a seed that appears twice in the arm cannot be matched
+    unambiguously and is left out. Plain arrays, not a merge: the breakdown pairs thousands of buckets."""
+    ok = frame["crn"].to_numpy(dtype=bool) & frame["seed"].notna().to_numpy()
+    seeds = frame["seed"].to_numpy()[ok]
+    values = frame["value"].to_numpy(dtype=float)[ok]
+    runs = frame["run"].to_numpy()[ok]
+    unique, counts = np.unique(seeds, return_counts=True)
+    once = set(unique[counts == 1].tolist())
+    return {s: (v, r) for s, v, r in zip(seeds.tolist(), values.tolist(), runs.tolist(), strict=True) if s in once}
 
 
 def compare_arms(a: pd.DataFrame, b: pd.DataFrame, confidence: float = CONFIDENCE) -> tuple[Comparison, str]:

@@ -17,7 +17,8 @@ on, so no sentence can say more than its row:
 - identical (no spread, Δ = 0) and n/a (n<2, not tested) say just that.
 
 A closing note says how many seed pairs would settle every inconclusive row. Works from compare()'s
-frame or its comparisons.csv read back (so committed tables can be re-read).
+frame or its comparisons.csv read back (so committed tables can be re-read: the `decimals` column
+keeps the report's precision per metric, and analysis/summaries.py regenerates the Findings from it).
 """
 
 from __future__ import annotations
@@ -170,6 +171,8 @@ def findings_lines(diffs: pd.DataFrame, decimals: dict[str, int] | None = None, 
     if diffs.empty:
         return [f"- No primary comparison was declared or could be made, so there are no findings; the "
                 f"{exploratory} rows of the comparisons table are exploratory."]
+    if not decimals and "decimals" in diffs:   # the report's precision, kept in comparisons.csv
+        decimals = {m: int(d) for m, d in zip(diffs["metric"], diffs["decimals"], strict=True) if pd.notna(d)}
     decimals = decimals or {}
     context = [c for c in CONTEXT if c in diffs and diffs[c].nunique(dropna=False) > 1]
     counts = Counter(diffs["verdict"])

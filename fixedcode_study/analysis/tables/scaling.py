@@ -1,7 +1,8 @@
-"""The Scaling section's tables and readings (issue 25), from a compute ladder's estimates
-(results/scaling.py `Scaling`: the law L(N, D) per arm under both parameter conventions, the paired
-gap against compute, the predictions at the paper's and the earlier version's (N, D) with
-seed-bootstrap intervals). Every point traces to a run (tables/scaling_jobs.csv).
+"""The Scaling section's tables and the laws' readings (issues 25 and 40), from a compute ladder's
+estimates (results/scaling.py `Scaling`: the law L(N, D) per arm under both parameter conventions,
+the paired gap read on cell means, the predictions at the paper's and the earlier version's (N, D)).
+The gap's own readings are tested rows (results/readings.py, tables/readings.py). Every point traces
+to a run (tables/scaling_jobs.csv).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..stats import scaling as sc
+from . import numfmt
+from .readings import budget_label
 from .render import Table
 from .scaling_points import EARLIER_POINT
 
@@ -78,26 +80,37 @@ def laws_table(result) -> Table:
                                            "flags"], rows, pd.DataFrame(data), numeric={3, 4, 5, 6, 7, 8})
 
 
+def _ladder_rows(ladder) -> list[tuple[str, object]]:
+    """(where, row) of one arm's ladder fit, in reading order; the seed-only and bootstrap rows last."""
+    return ([("compute", ladder.compute_slope), ("compute", ladder.compute_curvature),
+             ("fixed budget", ladder.size_slope), ("fixed size", ladder.budget_slope), ("", ladder.curvature)]
+            + [(str(r.get("size")), r) for r in ladder.per_size] + [(budget_label(r.get("budget")), r) for r in ladder.per_budget]
+            + [("compute (seed-only: not read)", ladder.seed_only), ("compute (bootstrap: not read)", ladder.bootstrap)])
+
+
 def gap_fit_table(result) -> Table:
     rows, data = [], []
-    for variant, fit in result.gaps.items():
-        lo, hi = fit.slope_ci()
-        ilo, ihi = sc.interval(fit.boot[:, 0], fit.confidence) if len(fit.boot) else (math.nan, math.nan)
+    for variant, ladder in result.ladders.items():
         part = result.pairs[result.pairs["variant"] == variant]
-        data.append({"variant": variant, "baseline": result.baseline, "n_pairs": fit.n_pairs, "seeds": fit.seeds,
-                     "computes": fit.computes, "intercept": fit.intercept, "intercept_low": ilo, "intercept_high": ihi,
-                     "slope_per_decade": fit.slope, "slope_low": lo, "slope_high": hi, "min_compute": fit.min_c,
-                     "max_compute": fit.max_c, "distinct_resamples": fit.distinct_resamples,
-                     "flags": "; ".join(fit.flags), "runs": ";".join(sorted(set(part["run"]) | set(part["run_base"])))})
-        rows.append([f"{variant} − {result.baseline}", str(fit.n_pairs), str(fit.seeds),
-                     f"{g3(fit.min_c)} – {g3(fit.max_c)}", f"{signed(fit.slope, 4)} {span(lo, hi, 4)}",
-                     "; ".join(fit.flags) or "none"])
-    caption = (f"The paired gap (arm minus {result.baseline}, final val bpb, same seed, size and budget) against "
-               "training compute: gap = c0 + c1 log10 C by least squares; c1 in bits per byte per decade of compute, "
-               "with its 95% interval from a bootstrap over whole seeds.")
-    return Table("scaling_gap_fit", caption, ["comparison (a − b)", "pairs", "seeds", "C observed (FLOPs)",
-                                              "slope per decade [95%]", "flags"], rows, pd.DataFrame(data),
-                 numeric={1, 2, 4})
+        runs = ";".join(sorted(set(part["run"]) | set(part["run_base"])))
+        for where, r in _ladder_rows(ladder):
+            data.append(r.record() | {"variant": variant, "baseline": result.baseline, "where": where,
+                                      "n_pairs": len(part), "cells": len(ladder.cells), "seeds": ladder.n_seeds,
+                                      "s2_cell": ladder.s2_cell, "s2_seed": ladder.s2_seed, "runs": runs})
+            interval = f"{signed(r.estimate, 4)} {span(r.ci_low, r.ci_high, 4)}"
+            rows.append([ladder.arm, r.name, where, interval if math.isfinite(r.ci_low) else f"F = {r.estimate:.2f}",
+                         numfmt.p_value(r.p_value), numfmt.p_value(r.p_adjusted) if r.family else "—",
+                         str(r.family_size) if r.family else "—", r.method])
+    caption = (f"The paired gap (arm minus {result.baseline}, final val bpb, same seed, size and budget) over the ladder, "
+               "read as the design allows (stats/ladder_gap.py): least squares on the cell means, a t interval with "
+               "(cells − parameters) df (the random-cell model: every seed of a cell shares the cell's effect), "
+               "regressors log10 C, or log10 N (the body's parameters) and log10 D (tokens) as two factors, centred. "
+               "Slopes in bits per byte per decade. Holm p: within the stated family of each row (every fixed arm "
+               "together; the CSV names it). The seed-only interval (per-seed slopes, t over seeds) and the two-stage "
+               "cluster bootstrap are shown beside it, not read: seeds alone leave out the cell effect.")
+    return Table("scaling_gap_fit", caption, ["comparison (a − b)", "row", "at", "estimate [95%]", "p", "Holm p",
+                                              "family size", "method"], rows, pd.DataFrame(data),
+                 numeric={3, 4, 5, 6})
 
 
 def _method_label(row) -> str:
@@ -114,9 +127,10 @@ def predictions_table(result) -> Table:
                      f"{signed(r.gap)} {span(r.low, r.high)}", f"{r.orders_compute:.1f}",
                      g3(r.orders_params) if np.isfinite(r.orders_params) else "—", f"{r.orders_tokens:.1f}", measured])
     caption = ("The gap (arm minus baseline, bits per byte on our validation text) each fit predicts at the paper's "
-               "and the earlier version's point, with its 95% bootstrap interval (over whole seeds), and how far "
-               "that extrapolates: orders of magnitude from the largest compute, parameter count (the larger of the "
-               "two arms') and token count observed. Measured: the paper's own gap on WikiText (word perplexity "
+               "and the earlier version's point, with its 95% interval (the cell-mean fits: the fitted mean's t "
+               "interval, random-cell model; the laws: a bootstrap over whole seeds), and how far that extrapolates: "
+               "orders of magnitude from the largest compute, parameter count (the maximum over the two arms) and "
+               "token count observed. Measured: the paper's own gap on WikiText (word perplexity "
                "converted to bits per byte), a different text and tokenizer, shown beside the prediction, never in it. "
                "The earlier version's shape beyond its layers, width, MLP and vocabulary is assumed (see the text).")
     return Table("scaling_predictions", caption, ["comparison (a − b)", "at", "fit", "predicted gap [95%]",
@@ -156,38 +170,30 @@ def unreadable_law(flags: str) -> str | None:
     return None
 
 
-def readings(result) -> list[str]:
+def law_readings(predictions: pd.DataFrame) -> list[str]:
+    """What each law L(N, D) predicts at the paper's points, or why its predictions are not read (one line
+    per arm and convention); from the predictions frame, or scaling_predictions.csv read back."""
     lines = []
-    base = result.baseline
-    for variant, fit in result.gaps.items():
-        lo, hi = fit.slope_ci()
-        if not fit.fitted:
-            lines.append(f"- **{variant} − {base}**: the gap fit is not available ({'; '.join(fit.flags)}).")
+    laws = predictions[predictions["convention"].fillna("").astype(str) != ""]
+    for (variant, convention), part in laws.groupby(["variant", "convention"], sort=False):
+        part = part[np.isfinite(part["gap"].astype(float))]
+        if part.empty:
             continue
-        if np.isfinite(lo) and hi < 0:
-            trend = "the gap decreases with compute within the observed range"
-        elif np.isfinite(lo) and lo > 0:
-            trend = "the gap increases with compute within the observed range"
-        else:
-            trend = "the slope's interval contains 0: these runs do not tell whether the gap grows or shrinks with compute"
-        lines.append(f"- **{variant} − {base}**, gap vs compute: slope {signed(fit.slope, 4)} bpb per decade of C, "
-                     f"95% interval {span(lo, hi, 4)} ({fit.n_pairs} pairs, {fit.seeds} seeds, C from {g3(fit.min_c)} "
-                     f"to {g3(fit.max_c)} FLOPs): {trend}.")
-    for r in result.predictions.itertuples():
-        if not np.isfinite(r.gap):
-            continue
-        why = None if r.method == "gap vs compute" else unreadable_law(r.flags)
+        first = next(part.itertuples())
+        why = unreadable_law(first.flags)
         if why is not None:
-            lines.append(f"- {r.variant} − {base} at {r.target_label}: the {_method_label(r)} fit's prediction "
-                         f"({signed(r.gap)} bpb, in the table) is not read: {why}.")
+            at = " and ".join(part["target_label"])
+            values = ", ".join(f"{signed(r.gap)}" for r in part.itertuples())
+            lines.append(f"- {variant} − {first.baseline}: the {_method_label(first)} fit's predictions at {at} "
+                         f"({values} bpb, in the table) are not read: {why}.")
             continue
-        extra = ("" if r.method == "gap vs compute" else f" and {r.orders_params:.1f} in parameters ({r.convention})")
-        measured = (f" The paper measured {r.measured_wikitext_gap_bpb:+.4f} bpb on WikiText (not our validation text)."
-                    if np.isfinite(r.measured_wikitext_gap_bpb) else "")
-        lines.append(f"- {r.variant} − {base} at {r.target_label}: the {_method_label(r)} fit predicts "
-                     f"{signed(r.gap)} bpb {span(r.low, r.high)}, an extrapolation of {r.orders_compute:.1f} orders of "
-                     f"magnitude in compute, {r.orders_tokens:.1f} in tokens{extra}; "
-                     f"{_direction(r.low, r.high, r.variant, base)}.{measured}")
+        for r in part.itertuples():
+            measured = (f" The paper measured {r.measured_wikitext_gap_bpb:+.4f} bpb on WikiText (not our validation "
+                        "text)." if np.isfinite(r.measured_wikitext_gap_bpb) else "")
+            lines.append(f"- {r.variant} − {r.baseline} at {r.target_label}: the {_method_label(r)} fit predicts "
+                         f"{signed(r.gap)} bpb {span(r.low, r.high)}, an extrapolation of {r.orders_compute:.1f} orders "
+                         f"of magnitude in compute, {r.orders_tokens:.1f} in tokens and {r.orders_params:.1f} in "
+                         f"parameters ({r.convention}); {_direction(r.low, r.high, r.variant, r.baseline)}.{measured}")
     return lines
 
 

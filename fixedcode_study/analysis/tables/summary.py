@@ -162,13 +162,13 @@ def table_notes(study, baseline: str = BASELINE) -> list[str]:
         for key in varying[varying > 1].index:
             notes.append(f"trainable parameter counts differ between seeds of {key}; the parameter table shows the "
                          "first job's counts (see tables/jobs.csv)")
+    mixed: dict[tuple, list[str]] = {}   # the training-code versions -> the contexts trained by all of them
     for key, group in jobs.groupby(context, sort=False, dropna=False):
         codes = group["code_sha"].dropna().unique() if "code_sha" in group else []
         if len(codes) > 1:
             key_ = key if isinstance(key, tuple) else (key,)
-            where = ", ".join(f"{c}={v}" for c, v in zip(context, key_, strict=True))
-            notes.append(f"runs for {where} were trained by {len(codes)} versions of the training code "
-                         f"({', '.join(sorted(codes))}): they are compared as if equal (see tables/jobs.csv)")
+            mixed.setdefault(tuple(sorted(codes)), []).append(
+                ", ".join(f"{c}={v}" for c, v in zip(context, key_, strict=True)))
         if not ((group["input"] == baseline) | (group["variant"] == baseline)).any():
             key = key if isinstance(key, tuple) else (key,)
             where = ", ".join(f"{c}={v}" for c, v in zip(context, key, strict=True))
