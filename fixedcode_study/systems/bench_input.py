@@ -28,7 +28,6 @@ import os
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -36,32 +35,7 @@ import torch
 from ..errors import ConfigError
 from ..inputs import FixedCode, InputInterface, build_input
 from ..spec import JobSpec
-
-PAPER_VOCAB, PAPER_D_MODEL = 49_152, 2_048
-DEVICES = ("auto", "cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class InputBenchOptions:
-    """The width, batch and repeats of the input-layer benchmark (checked here, one line each)."""
-
-    vocab_size: int = PAPER_VOCAB
-    d_model: int = PAPER_D_MODEL
-    batch: int = 8
-    seq: int = 2048
-    repeats: int = 5
-    device: str = "auto"       # auto | cpu | cuda
-    prototypes: bool = False   # also time candidate fixed-code forwards
-
-    def __post_init__(self) -> None:
-        for field, key, value in (("vocab_size", "vocab", self.vocab_size), ("d_model", "d_model", self.d_model),
-                                  ("batch", "batch", self.batch), ("seq", "seq", self.seq),
-                                  ("repeats", "repeats", self.repeats)):
-            if value < 1:
-                raise ConfigError(field, f"{value} is not positive", f"pass {key} >= 1")
-        if self.device not in DEVICES:
-            raise ConfigError("device", f"unknown device {self.device!r}", f"use one of {', '.join(DEVICES)}")
-
+from .options import PAPER_D_MODEL, PAPER_VOCAB, InputBenchOptions
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":

@@ -49,7 +49,6 @@ from .fit import DEFAULT_ALL, REFERENCE, SETTINGS, Setting, fit_steps
 from .meters import PeakMemory, PeakMeters, checkpoint_bytes
 
 SCHEDULES = ("abba", "sequential")
-SCHEDULE_NAMES = ("auto", "abba", "interleaved", "sequential")  # auto and interleaved (its former name): abba
 
 
 # -- which settings, which order -------------------------------------------------------------------
