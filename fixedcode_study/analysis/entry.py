@@ -133,8 +133,8 @@ def analyze(args: AnalyzeOptions, command: str) -> int:
 
         given = {name: getattr(args, name) for name in ("ema_alpha", "baseline", "min_bucket_tokens")
                  if getattr(args, name) is not None}  # the rest: the report's own defaults
-        options = ReportOptions(reference=args.reference, command=command, pairs=parse_pairs(args.pairs, "pairs"),
-                                margins=Margins.from_args(args.margin), primary=parse_pairs(args.primary, "primary"),
+        options = ReportOptions(reference=args.reference, command=command, pairs=parse_pairs(args.pairs, "pairs="),
+                                margins=Margins.from_args(args.margin), primary=parse_pairs(args.primary, "primary="),
                                 study=args.study, **given)
         study, probe_study = load(args)
         output = write_report(study, args.out, options, probe_study)

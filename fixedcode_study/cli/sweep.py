@@ -6,7 +6,7 @@
     fixedcode sweep main scale=paper dry_run=true   # the same study at paper scale
 
 A study is a file sweeps/<study>.yaml (its format: fixedcode_study/studies/study.py): a union of
-grids, each launched as one plain `python -m fixedcode_study.run -m name=<study> key=v1,v2 ...`
+grids, each launched as one plain `python -m fixedcode_study.run -m name=<study> <key>=v1,v2 ...`
 command (printed before it runs). Every job is composed and its model built (shapes only) before
 any job launches, so a bad combination stops the study in seconds, and the cost is printed
 (studies/cost.py). Overrides replace a grid key of the same name (`seed=1`, `model=test_micro`) or

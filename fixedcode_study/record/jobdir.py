@@ -11,7 +11,7 @@ Every file name of a job is spelled here and nowhere else:
     <job>/run.log                     the job's log: library output (Lightning, W&B, lm-eval, warnings,
                                       subprocesses) and tracebacks, every attempt appended
                                       (console.py; Hydra's job logging writes the same file)
-    <job>/samples.json                generated text from the final weights (python -m fixedcode_study.generate)
+    <job>/samples.json                generated text from the final weights (fixedcode generate)
     <job>/checkpoints/last.ckpt       resume state (Lightning), written every checkpoint.every_steps
     <job>/checkpoints/step-XXXXXXX.ckpt  kept snapshots (checkpoint.keep_every_steps)
     <job>/checkpoints/final/          final weights (record/checkpoint.py)

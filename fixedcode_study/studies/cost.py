@@ -1,5 +1,5 @@
 """What a study costs, before any job runs: each job's size and FLOPs from the model it builds, the
-study's total in FLOPs, CPU hours and GPU hours, and the plan printed with it (`--dry-run`).
+study's total in FLOPs, CPU hours and GPU hours, and the plan printed with it (`fixedcode sweep <study> dry_run=true`).
 
 Every job's model is built on the meta device (shapes only: instant even for the 1.7B preset) from
 its resolved spec (`build.build_decoder` of spec.model, the build training uses, size matching

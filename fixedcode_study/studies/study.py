@@ -8,7 +8,7 @@ A study file holds
   grids        list of {override key: [values]}; each grid is one Hydra multirun (a Cartesian
                product), and the study is the union of its grids
   scales       {paper: {key: value or [values]}}: overrides for a named scale; cpu = the defaults
-  cost         notes on the cost; `fixedcode sweep <study> --dry-run` recomputes it (studies/cost.py)
+  cost         notes on the cost; `fixedcode sweep <study> dry_run=true` recomputes it (studies/cost.py)
 
 Why a launcher over Hydra-native `hydra.sweeper.params` configs: Hydra's basic sweeper only takes
 one Cartesian product per launch, and most studies are unions of products (a learned reference

@@ -1,4 +1,4 @@
-"""Systems cost of each input interface (the library behind `python -m fixedcode_study.bench`).
+"""Systems cost of each input interface (the library behind `fixedcode bench`).
 
 For one model preset and each input variant it measures, in one process and with identical shapes:
   training step time and tokens/s   one optimizer step exactly as `run` takes it (systems/fit.py: a

@@ -1,4 +1,4 @@
-"""Cost of the input layer alone (`python -m fixedcode_study.bench_input [options] [hydra overrides]`).
+"""Cost of the input layer alone (`fixedcode bench-input [options] [hydra overrides]`).
 
 Forward and backward time of each input interface at a given width, by default the paper's
 (V = 49,152, d_model = 2,048) on a batch of 8 x 2048 tokens:
@@ -10,12 +10,12 @@ Forward and backward time of each input interface at a given width, by default t
              training step also pays for the learned input; 0 for fixed codes
 Timing is interleaved across variants (one repeat of each in turn), medians reported.
 
-`--prototypes` also times candidate forward implementations of the fixed codes (same outputs,
+`prototypes=true` also times candidate forward implementations of the fixed codes (same outputs,
 checked bit-exactly against the module), to size proposed changes to the inputs package.
 
 Examples:
-  python -m fixedcode_study.bench_input                               # paper width, 8 x 2048
-  python -m fixedcode_study.bench_input --batch 2 --seq 2048 --prototypes
+  fixedcode bench-input                               # paper width, 8 x 2048
+  fixedcode bench-input batch=2 seq=2048 prototypes=true
 
 The command (cli/bench_input.py) composes each variant's config and resolves its JobSpec; this
 module takes the specs and the options (`InputBenchOptions`).

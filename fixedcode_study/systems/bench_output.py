@@ -1,4 +1,4 @@
-"""Cost of each output head (`python -m fixedcode_study.bench_output [options] [hydra overrides]`).
+"""Cost of each output head (`fixedcode bench-output [options] [hydra overrides]`).
 
 Two parts, each one row per head of conf/output (untied, tied, fixed, fixed_gaussian, bitchain,
 bitchain_gf2), every ratio against the untied head (the paper's):
