@@ -27,7 +27,7 @@ def data_packages(folder: str) -> list[str]:
 
 
 packages = find_packages(include=["fixedcode_study", "fixedcode_study.*"])  # not the checkout-only analysis/ alias
-package_data = {"fixedcode_study.analysis.tables": ["*.csv"]}  # reference_results.csv (analyze --reference)
+package_data = {"fixedcode_study.analysis.tables": ["*.csv"]}  # reference_results.csv (analyze reference=true)
 for folder, patterns in DATA.items():
     for name in data_packages(folder):
         packages.append(name)

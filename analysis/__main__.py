@@ -1,8 +1,7 @@
-"""`python -m analysis` from a checkout: an alias of `fixedcode analyze` (fixedcode_study/analysis)."""
+"""`python -m analysis` from a checkout: `fixedcode analyze` (fixedcode_study/cli/analyze.py)."""
 
-import sys
-
-from fixedcode_study.analysis.__main__ import main
+from fixedcode_study.cli.analyze import main
+from fixedcode_study.cli.args import exit_with
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main())

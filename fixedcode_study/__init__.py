@@ -23,10 +23,10 @@ its own layer or below; tests/test_layout.py enforces it):
     analysis/      run directories -> statistics -> tables -> figures -> report.md and dashboard
     cli/           the front door: one thin module per command and the `fixedcode` dispatcher
 
-Commands (`fixedcode <command>`, cli/__main__.py's COMMANDS table): run, sweep, describe, evaluate,
-probe, analyze, export, generate, pretokenize, bench, bench-input, bench-output, eval-tasks, lm-eval.
-Each is also `python -m fixedcode_study.<module>` (the aliases beside this file) and the script
-`fixedcode-<command>`; `python -m analysis` works from a checkout.
+Commands (`fixedcode <command>` or `python -m fixedcode_study <command>`, cli/__main__.py's COMMANDS
+table): run, sweep, describe, evaluate, probe, analyze, regenerate, export, generate, pretokenize, bench,
+bench-input, bench-output, eval-tasks, lm-eval. `python -m fixedcode_study.run` (run.py beside this
+file) is the study's own command; `python -m analysis` works from a checkout.
 """
 
 __version__ = "0.1.0"

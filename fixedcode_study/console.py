@@ -13,7 +13,7 @@ Our own lines reach the terminal through `say` (result and failure lines, run.py
 training progress bar (`JobProgressBar`: optimizer steps of the whole run, validation results as
 its postfix, no bar per validation pass) writes to the terminal too.
 
-`-v` / `--verbose` on `python -m fixedcode_study.run` or `fixedcode_study.cli.sweep`, or
+`-v` / `--verbose` on `fixedcode run` (`verbose=true` on `fixedcode sweep`), or
 FIXEDCODE_VERBOSE=1 in the environment (inherited by a sweep's jobs and by distributed ranks),
 leaves every library's output on the terminal as before; logging records still reach run.log.
 Under trainer=ddp_spawn the spawned rank 0 cannot reach the terminal, so its bar lands in run.log.

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root until 
 
 from helpers import analysis as fx
 
-from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.stats.equivalence import verdict
 from fixedcode_study.analysis.figures.summary import CODE_WIDTH, MODEL_SIZE, SCALE, sweep_points
 from fixedcode_study.analysis.read.runs import (
@@ -61,7 +61,7 @@ def main_report(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProce
     root = tmp_path_factory.mktemp("runs")
     sweep = fx.build_main_sweep(root)
     out = root / "report"
-    proc = run_cli([str(sweep), "--out", str(out), "--reference"])
+    proc = run_cli([str(sweep), f"out={out}", "reference=true"])
     assert proc.returncode == 0, proc.stderr
     return sweep, out, proc
 
@@ -337,7 +337,7 @@ def test_figures_are_written_as_png_and_pdf(main_report):
 def test_single_seed_uses_lm_eval_stderr_and_no_ci(tmp_path):
     sweep = fx.build_single_seed(tmp_path)
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     assert md_rows(out / "tables" / "main_results.md") == [
         ["learned", "**60.00 (n=1)**", "**1.900 (n=1)**"],
         ["gf2", "61.00 (n=1)", "1.920 (n=1)"],
@@ -356,7 +356,7 @@ def test_single_seed_uses_lm_eval_stderr_and_no_ci(tmp_path):
 def test_code_width_sweep_labels_variants_and_plots_the_axis(tmp_path):
     sweep = fx.build_width_sweep(tmp_path)
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     rows = md_rows(out / "tables" / "main_results.md")
     # tile_factor follows code_width and matrix_* are constant/derived: only code_width names the variant
     assert [r[0] for r in rows] == ["learned", "gf2 (code_width=8)", "gf2 (code_width=16)", "gf2 (code_width=32)"]
@@ -369,7 +369,7 @@ def test_code_width_sweep_labels_variants_and_plots_the_axis(tmp_path):
 def test_two_model_sizes_get_a_model_column_best_per_model_and_size_figure(tmp_path):
     sweep = fx.build_model_sweep(tmp_path)
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     rows = md_rows(out / "tables" / "main_results.md")
     assert [r[:2] for r in rows] == [["cpu_tiny", "learned"], ["cpu_tiny", "gf2"],
                                      ["cpu_small", "learned"], ["cpu_small", "gf2"]]
@@ -469,7 +469,7 @@ def test_wandb_without_access_fails_with_one_line(tmp_path, mode):
     env |= {"HOME": str(tmp_path), "WANDB_CONFIG_DIR": str(tmp_path / "wandb"), "NETRC": str(tmp_path / "netrc")}
     if mode == "offline":
         env["WANDB_MODE"] = "offline"
-    proc = run_cli(["--wandb", "ent/proj", "--out", str(tmp_path / "report")], env=env)
+    proc = run_cli(["wandb=ent/proj", "out=" + str(tmp_path / "report")], env=env)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "W&B" in lines[0], proc.stderr
@@ -528,7 +528,7 @@ def test_runs_trained_by_different_training_code_are_flagged(tmp_path):
             fx.write_job(sweep, name, seed, val_ppl=200.0 + seed, val_bpb=2.5 + seed / 100,
                          results_extra={"fingerprint": {"code_sha": code}})
     out = tmp_path / "report"
-    cli_main([str(sweep), "--out", str(out)])
+    cli_main([str(sweep), f"out={out}"])
     report = (out / "report.md").read_text()
     assert "were trained by 2 versions of the training code (aaaaaaaaaaaa, bbbbbbbbbbbb)" in report
     assert set(pd.read_csv(out / "tables" / "jobs.csv")["code_sha"]) == {"aaaaaaaaaaaa", "bbbbbbbbbbbb"}
@@ -559,7 +559,7 @@ def test_nested_run_dirs_read_an_external_record_once(tmp_path):
         "settings": {"num_fewshot": 0}, "lm_eval_version": "0.4.13",
         "tasks": {"hellaswag": {"acc_norm": 0.26, "acc_norm_stderr": 0.06}}}))
     assert len(load_run_dirs([main, main.parent]).externals) == len(load_run_dirs([main]).externals) == 1
-    assert cli_main([str(main), str(main.parent), "--out", str(tmp_path / "report")]) == 0
+    assert cli_main([str(main), str(main.parent), "out=" + str(tmp_path / "report")]) == 0
     rows = [ln for ln in (tmp_path / "report" / "report.md").read_text().splitlines()
             if ln.startswith("| *external · tiny-llama")]
     assert rows == ["| *external · tiny-llama @ local (reference)* | 0.2600 ± 0.0600 (n=1, stderr) |"]

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import analysis as fx
 
-from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.figures.curves import included_curve
 from fixedcode_study.analysis.figures.gap import gap_vs_tokens_figure
 from fixedcode_study.analysis.results.curves import gap_curves
@@ -80,7 +80,7 @@ def crn_report(tmp_path_factory):
     sweep = fx.build_crn_sweep(root)
     out = root / "report"
     # no sweeps/crn.yaml: the command declares the primary family
-    assert cli_main([str(sweep), "--out", str(out), "--primary", "binary16:learned,gf2:learned,gf2:binary16"]) == 0
+    assert cli_main([str(sweep), f"out={out}", "primary=binary16:learned,gf2:learned,gf2:binary16"]) == 0
     return sweep, out
 
 
@@ -118,7 +118,7 @@ def test_crn_study_uses_paired_tests_that_match_scipy(crn_report):
 def test_same_numbers_without_the_crn_record_fall_back_to_welch(tmp_path):
     sweep = fx.build_crn_sweep(tmp_path, crn=False)
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     diffs = pd.read_csv(out / "tables" / "comparisons.csv")
     assert (diffs["test"] == "welch").all() and (diffs["test_label"] == "welch (no CRN)").all()
     assert (diffs["n"] == "4/4").all()
@@ -213,8 +213,8 @@ def test_gap_figure_says_it_interpolates_and_where_a_line_stops(tmp_path):
 def test_baseline_and_pairs_options(crn_report, tmp_path):
     sweep, _ = crn_report
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out), "--baseline", "binary16", "--pairs", "learned:gf2",
-                     "--primary", "learned:binary16,gf2:binary16,learned:gf2", "--margin", "val_bpb=0.001"]) == 0
+    assert cli_main([str(sweep), f"out={out}", "baseline=binary16", "pairs=learned:gf2",
+                     "primary=learned:binary16,gf2:binary16,learned:gf2", "margin=val_bpb=0.001"]) == 0
     rows = md_rows(out / "tables" / "comparisons.md")
     # vs baseline binary16 (gf2 − binary16 once, not repeated by the fixed-code rule), then the requested pair
     assert [r[0] for r in rows] == ["learned − binary16", "gf2 − binary16", "learned − gf2"]
@@ -229,15 +229,15 @@ def test_baseline_and_pairs_options(crn_report, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--pairs", "gf2:nosuch"], "no included variant or input named 'nosuch'"),
-    (["--baseline", "nosuch"], "--baseline 'nosuch'"),
-    (["--primary", "gf2:nosuch"], "--primary gf2:nosuch: no included variant or input named 'nosuch'"),
-    (["--primary", "gf2"], "--primary expects A:B[,C:D]"),
-    (["--margin", "val_bpb"], "--margin expects METRIC=VALUE"),
+    (["pairs=gf2:nosuch"], "no included variant or input named 'nosuch'"),
+    (["baseline=nosuch"], "--baseline 'nosuch'"),
+    (["primary=gf2:nosuch"], "--primary gf2:nosuch: no included variant or input named 'nosuch'"),
+    (["primary=gf2"], "primary= expects A:B[,C:D]"),
+    (["margin=val_bpb"], "--margin expects METRIC=VALUE"),
 ])
 def test_bad_comparison_options_fail_with_one_line(crn_report, tmp_path, args, message):
     sweep, _ = crn_report
-    proc = subprocess.run([sys.executable, "-m", "analysis", str(sweep), "--out", str(tmp_path / "r"), *args],
+    proc = subprocess.run([sys.executable, "-m", "analysis", str(sweep), "out=" + str(tmp_path / "r"), *args],
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
@@ -247,7 +247,7 @@ def test_bad_comparison_options_fail_with_one_line(crn_report, tmp_path, args, m
 def test_margin_given_for_an_untested_metric_is_noted(crn_report, tmp_path):
     sweep, _ = crn_report
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out), "--margin", "val_ppl=3%"]) == 0
+    assert cli_main([str(sweep), f"out={out}", "margin=val_ppl=3%"]) == 0
     assert "--margin given for metrics that are not compared here: val_ppl" in (out / "report.md").read_text()
 
 

@@ -304,7 +304,7 @@ def test_stale_probes_are_left_out_with_a_note_naming_the_job(probed):
     for name, seed in (STALE_FINGERPRINT, STALE_FINISH):
         key = f"input={name},seed={seed}"
         line = next(ln for ln in caveats.splitlines() if key in ln and "probes.json left out" in ln)
-        assert "predates the job's current weights: re-run python -m fixedcode_study.probe" in line
+        assert "predates the job's current weights: re-run fixedcode probe" in line
     assert "fingerprint" in next(ln for ln in caveats.splitlines() if "input=binary16,seed=3" in ln)
     assert "finished at" in next(ln for ln in caveats.splitlines() if "input=gf2,seed=3" in ln)
     assert "probes_cross.json: pairs with input=binary16,seed=3, input=gf2,seed=3 left out" in caveats
@@ -380,13 +380,13 @@ def test_study_without_probes_renders_exactly_as_before(tmp_path, monkeypatch):
 def test_probe_only_arms_enter_the_probes_and_no_comparison(tmp_path):
     """`--probe-runs`: gf2 is read beside a learned/binary16 study for the probe section alone, so the
     comparisons (and their Holm family) are exactly the two-arm study's, while its probes are in."""
-    from fixedcode_study.analysis.__main__ import main as analyze
+    from fixedcode_study.cli.analyze import main as analyze
 
     sweep = build_probed_study(tmp_path)
     study_jobs = [str(p) for p in sorted(sweep.glob("input=*")) if "input=gf2" not in p.name]
     alone, with_arms = tmp_path / "alone", tmp_path / "with_arms"
-    assert analyze([*study_jobs, "--out", str(alone)]) == 0
-    assert analyze([*study_jobs, "--probe-runs", str(sweep), "--out", str(with_arms)]) == 0
+    assert analyze([*study_jobs, f"out={alone}"]) == 0
+    assert analyze([*study_jobs, f"probe_runs={sweep}", f"out={with_arms}"]) == 0
 
     for table in ("comparisons", "main_results", "params"):
         assert (with_arms / "tables" / f"{table}.csv").read_text() == (alone / "tables" / f"{table}.csv").read_text()
@@ -422,8 +422,8 @@ def test_probe_roots_add_only_the_jobs_the_study_has_not_read(tmp_path):
 
 
 def test_probe_runs_without_the_studys_runs_is_a_one_line_error(tmp_path, capsys):
-    from fixedcode_study.analysis.__main__ import main as analyze
+    from fixedcode_study.cli.analyze import main as analyze
 
-    assert analyze(["--probe-runs", str(tmp_path), "--out", str(tmp_path / "r"), "--wandb", "e/p"]) == 2
+    assert analyze([f"probe_runs={tmp_path}", "out=" + str(tmp_path / "r"), "wandb=e/p"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--probe-runs needs the study's own RUN_DIRs" in err
+    assert len(err.splitlines()) == 1 and "probe_runs: needs the study's own RUN_DIRs" in err

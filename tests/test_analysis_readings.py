@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import analysis as fx
 
-from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.results import ReportOptions, compute
 from fixedcode_study.analysis.sections.readings import HERE
@@ -42,7 +42,7 @@ def breakdown(tmp_path_factory):
     root = tmp_path_factory.mktemp("readings")
     sweep = fx.build_breakdown_sweep(root)   # sweep "main": sweeps/main.yaml declares the three comparisons
     out = root / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     return sweep, out, pd.read_csv(out / "tables" / "readings.csv")
 
 
@@ -122,7 +122,7 @@ def test_rows_of_exploratory_comparisons_are_never_worded(tmp_path):
 def test_points_of_the_gap_curve_are_paired_tests_at_logged_validations(tmp_path):
     sweep = fx.build_crn_sweep(tmp_path)
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out), "--primary", "binary16:learned"]) == 0
+    assert cli_main([str(sweep), f"out={out}", "primary=binary16:learned"]) == 0
     rows = pd.read_csv(out / "tables" / "readings.csv")
     points = rows[(rows["kind"] == "point") & (rows["role"] == STATED)]
     tokens = [s * 2048 for s in fx.LOG_STEPS]

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import analysis as fx
 
-from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.errors import AnalysisError
 from fixedcode_study.analysis.read import declared as decl
 from fixedcode_study.analysis.read.runs import load_run_dirs
@@ -73,8 +73,8 @@ def test_a_primary_verdict_is_the_same_for_the_same_jobs_in_two_studies(tmp_path
             bpb = fx.crn_bpb("learned", seed) + wobble * (seed % 2 - 0.5) + 0.0005 * seed
             fx.write_job(bigger, name, seed, val_ppl=float(np.exp(bpb * 4 * np.log(2))), val_bpb=bpb, curves=False,
                          crn=True)
-    assert cli_main([str(main), "--out", str(tmp_path / "ra"), "--primary", MAIN_FAMILY]) == 0
-    assert cli_main([str(bigger), "--out", str(tmp_path / "rb"), "--primary", MAIN_FAMILY]) == 0
+    assert cli_main([str(main), "out=" + str(tmp_path / "ra"), f"primary={MAIN_FAMILY}"]) == 0
+    assert cli_main([str(bigger), "out=" + str(tmp_path / "rb"), f"primary={MAIN_FAMILY}"]) == 0
     a, b = primary_rows(tmp_path / "ra"), primary_rows(tmp_path / "rb")
     assert list(a.index) == list(b.index) == ["binary16 − learned", "gf2 − learned", "gf2 − binary16"]
     for column in ("delta", "p_value", "p_holm", "tost_p_holm"):
@@ -91,7 +91,7 @@ def test_a_primary_verdict_is_the_same_for_the_same_jobs_in_two_studies(tmp_path
 def test_without_a_declaration_every_row_is_exploratory_and_nothing_is_a_finding(tmp_path, unrendered):
     sweep = fx.build_crn_sweep(tmp_path)   # multirun/crn: no sweeps/crn.yaml
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     rows = pd.read_csv(out / "tables" / "comparisons.csv")
     assert (rows["family"] == "exploratory").all() and (rows["verdict"] == "exploratory").all()
     assert rows["p_holm"].notna().all()   # raw and adjusted p are still shown
@@ -160,13 +160,13 @@ def test_study_file_and_primary_options(tmp_path, unrendered):
     study_file.write_text("name: crn\nprimary:\n  question: Does gf2 differ from binary16?\n"
                           "  comparisons:\n    - gf2 - binary16\n    - gf2 - nosuch\n")
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out), "--study", str(study_file)]) == 0
+    assert cli_main([str(sweep), f"out={out}", f"study={study_file}"]) == 0
     rows = pd.read_csv(out / "tables" / "comparisons.csv")
     assert rows.loc[rows["family"] == "primary", "comparison"].tolist() == ["gf2 − binary16"]
     report = (out / "report.md").read_text()
     assert report.splitlines()[2] == "**Question.** Does gf2 differ from binary16?"
     assert "declared primary comparison gf2 − nosuch not made: no included variant or input named 'nosuch'" in report
-    assert cli_main([str(sweep), "--out", str(tmp_path / "r2"), "--study", str(tmp_path / "none.yaml")]) == 2
+    assert cli_main([str(sweep), "out=" + str(tmp_path / "r2"), "study=" + str(tmp_path / "none.yaml")]) == 2
 
 
 # ---------------------------------------------------------------- the loss breakdown
@@ -177,7 +177,7 @@ def breakdown(tmp_path_factory):
     root = tmp_path_factory.mktemp("breakdown")
     sweep = fx.build_breakdown_sweep(root)
     out = root / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     return sweep, out
 
 
@@ -280,7 +280,7 @@ def _reports(root: Path) -> dict[str, Path]:
     curves), tuning, two sizes (a table per context), output heads, the loss breakdown."""
     from test_analysis_heads import build_heads_sweep
 
-    sweeps = {"main": (fx.build_main_sweep(root / "main"), ["--reference"]),
+    sweeps = {"main": (fx.build_main_sweep(root / "main"), ["reference=true"]),
               "controls": (fx.build_controls_sweep(root / "controls"), []),
               "tuned": (fx.build_tuned_sweep(root / "tuned"), []),
               "sizes": (fx.build_model_flops_sweep(root / "sizes"), []),
@@ -289,7 +289,7 @@ def _reports(root: Path) -> dict[str, Path]:
     out = {}
     for name, (sweep, extra) in sweeps.items():
         out[name] = root / f"report_{name}"
-        assert cli_main([str(sweep), "--out", str(out[name]), *extra]) == 0, name
+        assert cli_main([str(sweep), f"out={out[name]}", *extra]) == 0, name
     return out
 
 

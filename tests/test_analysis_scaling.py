@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import SHARED_DATA
 from helpers import analysis as fx
 
-from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.read.ladder import ladder_order
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.stats.scaling import orders
@@ -73,7 +73,7 @@ def ladder_report(tmp_path_factory):
     sweep = write_ladder(root)
     out = root / "report"
     # the ladder's gap is read only for a declared comparison (an undeclared one is exploratory)
-    assert cli_main([str(sweep), "--out", str(out), "--primary", "binary16:learned"]) == 0
+    assert cli_main([str(sweep), f"out={out}", "primary=binary16:learned"]) == 0
     return sweep, out
 
 
@@ -331,7 +331,7 @@ def test_a_real_tiny_ladder_trained_with_run_gets_a_scaling_section(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     sweep = tmp_path / "multirun" / "tiny_ladder"
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     text = section((out / "report.md").read_text(), "Scaling")
     laws = pd.read_csv(out / "tables" / "scaling_laws.csv")
     assert laws["flags"].str.startswith("not fitted: five parameters need at least 3").all()   # 2 x 2

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers import analysis as fx
 
-from fixedcode_study.analysis.__main__ import main as cli_main
+from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.figures.style import style_context
 from fixedcode_study.analysis.figures.curves import (
     _curve_figure,
@@ -49,7 +49,7 @@ def tuned_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("tuned")
     sweep = fx.build_tuned_sweep(root)
     out = root / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     return sweep, out
 
 
@@ -109,7 +109,7 @@ def test_code_properties_table_and_constant_bit_warning(tmp_path):
                          props_extra=fx.code_props(name) if name != "gf2" else {"code_rms": 0.5},
                          results_extra={"flops_per_token": {"total": 1.2e7}})
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     rows = {r[0]: r for r in md_rows(out / "tables" / "code_properties.md")}
     assert rows["binary16"][1:5] == ["16", "12", "4 (12–15)", "0.75"]
     assert rows["binary16"][-1] == "1.200e+07"
@@ -146,7 +146,7 @@ def test_paper_and_chance_rows_in_the_eval_table_never_in_statistics(tmp_path):
                          results_extra={"eval": {"tasks": tasks, "headline": {t: {m: None} for t, (m, _) in
                                                                             PAPER_EVAL.items()}}})
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     header = (out / "tables" / "eval_results.md").read_text().splitlines()[0]
     columns = [c.strip() for c in header.strip("|").split(" | ")]
     rows = {r[0]: dict(zip(columns, r, strict=True)) for r in md_rows(out / "tables" / "eval_results.md")}
@@ -229,5 +229,5 @@ def test_gap_vs_model_size_uses_paired_differences_and_flops(tmp_path):
     for model, row in gf2.iterrows():
         assert math.isclose(row["train_flops"], flops[model] * 409_600)
     out = tmp_path / "report"
-    assert cli_main([str(sweep), "--out", str(out)]) == 0
+    assert cli_main([str(sweep), f"out={out}"]) == 0
     assert "against the baseline's trainable parameters and training FLOPs" in (out / "report.md").read_text()

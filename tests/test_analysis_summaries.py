@@ -41,7 +41,7 @@ def repo_copy(tmp_path: Path) -> Path:
 
 
 def test_every_generated_block_is_what_the_committed_tables_give():
-    assert summaries.stale() == [], "regenerate with: python -m fixedcode_study.analysis.regenerate --summaries"
+    assert summaries.stale() == [], "regenerate with: fixedcode regenerate summaries=true"
 
 
 def test_no_finding_is_written_outside_a_generated_block():

@@ -35,8 +35,8 @@ def test_bench_cli_smoke(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "fixedcode_study.bench", "model=test_micro", "train.batch_size=4",
-         "--steps", "2", "--warmup", "1", "--memory-steps", "1", "--threads", "1", "--json", str(out)],
+        [sys.executable, "-m", "fixedcode_study", "bench", "model=test_micro", "train.batch_size=4",
+         "steps=2", "warmup=1", "memory_steps=1", "threads=1", f"json={out}"],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -89,9 +89,9 @@ def test_bench_rows_use_their_own_models_flops(tmp_path):
     overrides = ["model=test_micro", "train.batch_size=4"]
     out = tmp_path / "bench.json"
     proc = subprocess.run(  # a process of its own: the memory meter retunes malloc for the rest of a process
-        [sys.executable, "-m", "fixedcode_study.bench", *overrides, "--inputs", "learned,binary16_sizematched",
-         "--no-reference", "--steps", "1", "--warmup", "0", "--memory-steps", "1", "--threads", "1",
-         "--json", str(out)],
+        [sys.executable, "-m", "fixedcode_study", "bench", *overrides, "inputs=learned,binary16_sizematched",
+         "reference=false", "steps=1", "warmup=0", "memory_steps=1", "threads=1",
+         f"json={out}"],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -217,9 +217,9 @@ def test_timed_step_runs_through_language_model_task(name, tmp_path):
 def _settings_report(tmp_path, settings: str, jobs: int) -> dict:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "fixedcode_study.bench", "model=test_micro", "train.batch_size=4", "--inputs", "learned",
-         "--settings", settings, "--jobs", str(jobs), "--steps", "2", "--warmup", "1", "--memory-steps", "1",
-         "--threads", "1", "--json", str(out)],
+        [sys.executable, "-m", "fixedcode_study", "bench", "model=test_micro", "train.batch_size=4", "inputs=learned",
+         f"settings={settings}", f"jobs={jobs}", "steps=2", "warmup=1", "memory_steps=1",
+         "threads=1", f"json={out}"],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

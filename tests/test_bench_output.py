@@ -74,9 +74,9 @@ def test_model_bench_tiny_preset_leaves_tied_out_on_a_fixed_input():
     assert "| bitchain " in format_model_table(rep)
 
 
-@pytest.mark.parametrize("argv, named", [(["--repetas", "2"], "--repetas"), (["--repeats", "many"], "repeats"),
-                                         (["--outputs", "untied,bitchian"], "outputs"), (["--part", "all,head"], "part"),
-                                         (["--batch", "0"], "batch")])
+@pytest.mark.parametrize("argv, named", [(["--repetas", "2"], "--repetas"), (["repeats=many"], "repeats"),
+                                         (["outputs=untied,bitchian"], "outputs"), (["part=all,head"], "part"),
+                                         (["batch=0"], "batch")])
 def test_a_bad_option_is_one_line_and_exit_2(argv, named, capsys):
     assert bench_output_main(argv) == 2
     err = capsys.readouterr().err.strip()

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from fixedcode_study.analysis import dashboard
-from fixedcode_study.analysis.__main__ import main
+from fixedcode_study.cli.analyze import main
 from fixedcode_study.analysis.errors import AnalysisError
 from fixedcode_study.analysis.read.runs import build_study, collect_run_dirs
 from fixedcode_study.record.jobdir import JobDir
@@ -71,8 +71,8 @@ def published(tmp_path_factory):
     out = root / "report"
     with pytest.MonkeyPatch.context() as guard:
         _block_network(guard)
-        code = main([str(sweep), "--out", str(out), "--wandb-report", f"{ENTITY}/{PROJECT}", "--dry-run",
-                     "--wandb-log-report"])
+        code = main([str(sweep), f"out={out}", f"wandb_report={ENTITY}/{PROJECT}", "dry_run=true",
+                     "wandb_log_report=true"])
     assert code == 0
     return sweep, out, json.loads((out / dashboard.SPEC_FILE).read_text())
 
@@ -203,14 +203,14 @@ def test_report_logged_to_one_offline_study_run(published):
 
 
 @pytest.mark.parametrize("args, flag", [
-    (["--dry-run"], "--dry-run"),
-    (["--wandb-log-report"], "--wandb-log-report"),
-    (["--wandb-report", "just-a-project"], "--wandb-report"),
-    (["--wandb-report", "a/b/c"], "--wandb-report"),
-    (["--group", "main"], "--group"),
+    (["dry_run=true"], "dry_run: needs wandb_report="),
+    (["wandb_log_report=true"], "wandb_log_report: needs wandb_report="),
+    (["wandb_report=just-a-project"], "wandb_report: expects ENTITY/PROJECT"),
+    (["wandb_report=a/b/c"], "wandb_report: expects ENTITY/PROJECT"),
+    (["group=main"], "group: needs wandb= or wandb_report="),
 ])
-def test_bad_dashboard_flags_are_one_line_errors(tmp_path, capsys, args, flag):
-    assert main([str(tmp_path), "--out", str(tmp_path / "out"), *args]) == 2
+def test_bad_dashboard_settings_are_one_line_errors(tmp_path, capsys, args, flag):
+    assert main([str(tmp_path), "out=" + str(tmp_path / "out"), *args]) == 2
     (error,) = capsys.readouterr().err.strip().splitlines()
     assert error.startswith("error: " + flag)
 

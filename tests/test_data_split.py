@@ -87,7 +87,7 @@ def test_a_bad_rule_is_one_line_naming_the_field_and_the_choices(corpus, tmp_pat
         assert str(err.value) == "data.split: 'random' is not a split rule; use one of shuffle, name_hash"
     from fixedcode_study.cli.pretokenize import main
 
-    assert main(["data.split=random", "--out", str(tmp_path / "cli"), "--no-progress"]) == 2
+    assert main(["data.split=random", "out=" + str(tmp_path / "cli"), "progress=false"]) == 2
     assert capsys.readouterr().err.strip() == "error: data.split: 'random' is not a split rule; use one of shuffle, name_hash"
     assert not (tmp_path / "cli").exists()  # refused before anything was written
 

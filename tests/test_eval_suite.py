@@ -90,7 +90,7 @@ def test_paper_suite_runs_offline_on_the_mirror_through_the_cli(trained, tmp_pat
     ckpt, _ = trained
     out = tmp_path / "paper.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "fixedcode_study.evaluate", f"checkpoint={ckpt}", "eval=paper", "eval.limit=2",
+        [sys.executable, "-m", "fixedcode_study", "evaluate", f"checkpoint={ckpt}", "eval=paper", "eval.limit=2",
          f"eval.data_dir={SHARED_EVAL}", f"eval.output={out}"],
         capture_output=True, text=True, env=OFFLINE, cwd=tmp_path, timeout=600, check=False,
     )
@@ -108,14 +108,14 @@ def test_paper_suite_runs_offline_on_the_mirror_through_the_cli(trained, tmp_pat
 @pytest.mark.skipif(not mirror_available("hellaswag"), reason="shared eval mirror absent")
 @pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")
 def test_lm_eval_cli_runs_our_model_with_generated_task_folder(trained, tmp_path, monkeypatch, capsys):
-    """`python -m fixedcode_study.lm_eval_model` is lm-eval's own CLI with `fixedcode` registered
-    (run in-process through runpy, exactly as `-m` runs it, to spare a second interpreter start)."""
+    """`fixedcode lm-eval` is lm-eval's own CLI with `fixedcode` registered (cli/lm_eval_model.py, run
+    in-process through runpy, exactly as `-m` runs it, to spare a second interpreter start)."""
     import runpy
 
     ckpt, root = trained
     folder = write_tasks(["hellaswag", HELDOUT_PPL], tmp_path / "tasks", data_dir=SHARED_EVAL, prepared_root=root)
     monkeypatch.setattr(sys, "argv", [
-        "lm_eval", "--model", "fixedcode", "--model_args", f"checkpoint={ckpt}", "--tasks", f"hellaswag,{HELDOUT_PPL}",
+        "lm_eval", "--model", "fixedcode", "--model_args", f"checkpoint={ckpt}", f"tasks={f}""hellaswag,{HELDOUT_PPL}",
         "--include_path", str(folder.include_path), "--limit", "2", "--batch_size", "4", "--device", "cpu",
         "--output_path", str(tmp_path / "out"),
     ])

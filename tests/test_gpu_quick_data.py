@@ -130,8 +130,8 @@ def test_pretokenize_then_train_offline(local_copy, tmp_path, monkeypatch):
     root, texts, data = local_copy
     cache = tmp_path / "cache"
     # 1. the real command, gpu_quick's data settings, into the data cache (no --out), the Hub off
-    proc = subprocess.run([sys.executable, "-m", "fixedcode_study.pretokenize", "experiment=gpu_quick", *data,
-                           "--workers", "2", "--no-progress"],
+    proc = subprocess.run([sys.executable, "-m", "fixedcode_study", "pretokenize", "experiment=gpu_quick", *data,
+                           "workers=2", "progress=false"],
                           capture_output=True, text=True, cwd=REPO_ROOT, env=offline_env(cache), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     monkeypatch.setenv("FIXEDCODE_CACHE", str(cache))

@@ -107,8 +107,9 @@ def test_wheel_carries_every_config_group_and_sweep_preset(wheel_names):
 def test_wheel_carries_every_module_and_no_top_level_analysis(wheel_names):
     modules = [f"{PKG}/{f}" for f in repo_files(PKG, "*.py") if "_cache/" not in f]
     assert modules and not [m for m in modules if m not in wheel_names]
-    assert f"{PKG}/analysis/tables/reference_results.csv" in wheel_names  # fixedcode analyze --reference
-    assert {f"{PKG}/__init__.py", f"{PKG}/analysis/__main__.py", f"{PKG}/cli/__main__.py"} <= wheel_names
+    assert f"{PKG}/analysis/tables/reference_results.csv" in wheel_names  # fixedcode analyze reference=true
+    assert {f"{PKG}/__init__.py", f"{PKG}/__main__.py", f"{PKG}/run.py", f"{PKG}/cli/__main__.py",
+            f"{PKG}/cli/analyze.py"} <= wheel_names
     # the checkout's analysis/ is only the `python -m analysis` alias: no generic top-level name installed
     assert not [n for n in wheel_names if n.split("/", 1)[0] == "analysis"]
 
@@ -119,7 +120,7 @@ def test_wheel_metadata_has_the_scripts_and_dev_extra(wheel, wheel_names):
         metadata = zf.read(f"{dist}/METADATA").decode()
         scripts = zf.read(f"{dist}/entry_points.txt").decode()
     assert "fixedcode = fixedcode_study.cli.__main__:main" in scripts
-    assert "fixedcode-run = fixedcode_study.cli.run:cli" in scripts and "fixedcode-sweep" in scripts
+    assert "fixedcode-" not in scripts  # one front door (the fixedcode-<verb> aliases went: docs/commands.md)
     assert any(line.startswith("Requires-Dist: pytest") and 'extra == "dev"' in line
                for line in metadata.splitlines())
     # the analysis adjusts p-values with statsmodels at run time: a dependency of every install
@@ -192,13 +193,14 @@ def test_wheel_in_a_fresh_venv_describes_and_trains_from_outside_the_checkout(wh
     where = run("-c", "import fixedcode_study, fixedcode_study.config as c; print(fixedcode_study.__file__); "
                       "print(c.CONFIG_DIR)").stdout.split()
     assert all(Path(p).resolve().is_relative_to(venv.resolve()) for p in where), where
-    described = json.loads(run("-m", "fixedcode_study.describe", "model=test_micro", "input=gf2").stdout)
+    described = json.loads(run("-m", "fixedcode_study", "describe", "model=test_micro", "input=gf2").stdout)
+    assert "describe" in run(str(venv / "bin" / "fixedcode"), "--help").stdout  # the installed script
     assert described["params"]["input_trainable"] == 0
     out = tmp_path / "out"
     run("-m", "fixedcode_study.run", "model=test_micro", "train.tokens=2048", "logger=csv", f"out_root={out}")
     results = list(out.glob("runs/main/*/results.json"))
     assert len(results) == 1 and json.loads(results[0].read_text())["status"] == "completed"
-    assert "main" in run("-m", "fixedcode_study.sweep", "main", "--dry-run").stdout
+    assert "main" in run("-m", "fixedcode_study", "sweep", "main", "dry_run=true").stdout
     assert not list(work.iterdir())  # nothing written into the launch directory
 
 

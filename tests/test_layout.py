@@ -114,8 +114,8 @@ def test_layer_rule_sees_planted_upward_imports():
         "fixedcode_study.record.reuse": "from ..training.console import say\n",        # record -> training
         "fixedcode_study.config": "def f():\n    from .training import speed\n",     # lazy, config -> training
         "fixedcode_study.hub.export": "",
-        "fixedcode_study.cli.export": "from ..hub.export import export_checkpoint\n",
-        "fixedcode_study.export": "from .cli.export import main\n",                    # an alias: a command
+        "fixedcode_study.cli.run": "from ..hub.export import export_checkpoint\n",
+        "fixedcode_study.run": "from .cli.run import main\n",                          # an alias: a command
         "fixedcode_study.analysis.read.runs": "from ..report import write_report\n",  # read -> report
         "fixedcode_study.analysis.report": "from .read.runs import load_run_dirs\n",  # down: fine
         "fixedcode_study.analysis.gossip": "",                                          # in no analysis layer
@@ -225,11 +225,10 @@ ALSO_SPELLED_BY = {"config.json": {"fixedcode_study.systems.bench", "fixedcode_s
                    "tokenizer.json": {"fixedcode_study.data.tokenizer", "fixedcode_study.systems.bench"},
                    # conf/config.yaml, Hydra's root config, shares the job config's file name
                    "config.yaml": {"fixedcode_study.config"},
-                   # Prose that reads no file: `fixedcode analyze --help` tells the user what makes a folder
-                   # a job, and the report's Methods text and table/figure captions tell its reader which
-                   # record file a number comes from. The analysis *readers* (analysis/read/) take the
+                   # Prose that reads no file: the report's Methods text and table/figure captions tell its
+                   # reader which record file a number comes from. The analysis *readers* (analysis/read/) take the
                    # names from record/jobdir.py like every other module.
-                   "results.json": {"fixedcode_study.analysis.__main__", "fixedcode_study.analysis.sections.breakdown",
+                   "results.json": {"fixedcode_study.analysis.sections.breakdown",
                                     "fixedcode_study.analysis.sections.methods", "fixedcode_study.analysis.sections.probes",
                                     "fixedcode_study.analysis.tables.code", "fixedcode_study.analysis.tables.compare",
                                     "fixedcode_study.analysis.tables.summary",
@@ -340,8 +339,7 @@ def test_optimizer_groups_survive_wrapping_and_flattening():
 
 def test_every_declared_script_resolves_to_a_callable():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert {"fixedcode-run", "fixedcode-describe", "fixedcode-sweep", "fixedcode-evaluate", "fixedcode-bench",
-            "fixedcode-pretokenize", "fixedcode-analysis"} <= set(scripts)
+    assert set(scripts) == {"fixedcode"}  # the one front door (the fixedcode-<verb> aliases went: docs/commands.md)
     for script, target in scripts.items():
         module, attr = target.split(":")
         assert callable(getattr(importlib.import_module(module), attr)), script
@@ -355,12 +353,16 @@ def test_each_stage_package_says_what_it_owns():
 
 def test_analysis_reads_the_record_without_the_training_stack():
     """fixedcode_study.analysis imports only record.jobdir and record.atomic (the record's file names
-    and its one atomic writer, which the report's files use too) from the rest of the workbench (lazy
-    imports included): it must run where torch is absent. The checkout alias imports the analysis alone."""
+    and its one atomic writer, which the report's files use too) and errors (the one-line ConfigError
+    its options raise) from the rest of the workbench (lazy imports included): it must run where torch
+    is absent. The checkout alias and the command (cli/analyze.py) import the analysis and the
+    argument convention (cli/args.py, which imports errors alone) only."""
     graph = import_graph(EVERYTHING)
-    allowed = {"fixedcode_study.record.jobdir", "fixedcode_study.record.atomic"}
+    allowed = {"fixedcode_study.record.jobdir", "fixedcode_study.record.atomic", "fixedcode_study.errors"}
     outside = {f"{name} -> {target}" for name, targets in graph.items()
                if name.startswith("fixedcode_study.analysis") for target in targets
                if not target.startswith("fixedcode_study.analysis") and target not in allowed}
     assert not outside, sorted(outside)
-    assert graph["analysis.__main__"] == {"fixedcode_study.analysis.__main__"}
+    assert graph["analysis.__main__"] == {"fixedcode_study.cli.analyze", "fixedcode_study.cli.args"}
+    assert graph["fixedcode_study.cli.analyze"] == {"fixedcode_study.analysis.entry", "fixedcode_study.cli.args"}
+    assert graph["fixedcode_study.cli.args"] == {"fixedcode_study.errors"}

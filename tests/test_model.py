@@ -43,7 +43,7 @@ def test_describe_gives_the_paper_counts(input_name, trainable):
 
 
 def test_describe_cli_prints_json():
-    out = subprocess.run([sys.executable, "-m", "fixedcode_study.describe", "model=paper_1p7b", "input=learned"],
+    out = subprocess.run([sys.executable, "-m", "fixedcode_study", "describe", "model=paper_1p7b", "input=learned"],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["params"]["trainable"] == 1_812_039_680
 

@@ -135,9 +135,10 @@ def test_probe_takes_an_export_of_a_job(shipped, capfd):
     assert [m["label"] for m in record["models"]] == ["final"]
 
 
-def test_lm_evals_own_parser_reads_a_sweep_folder_name_whole(shipped):
-    """What lm-eval's own argument parser makes of the command line once ours has prepared it."""
-    from lm_eval._cli.harness import HarnessCLI
+def test_lm_evals_own_parser_reads_a_sweep_folder_name_whole(shipped, monkeypatch):
+    """What lm-eval's own argument parser (the one its cli_evaluate runs) makes of the command line
+    once ours has prepared it."""
+    from lm_eval._cli import HarnessCLI
 
     from fixedcode_study.cli.lm_eval_model import resolve_model_args
 
@@ -146,25 +147,25 @@ def test_lm_evals_own_parser_reads_a_sweep_folder_name_whole(shipped):
     for given in (final, job):
         argv = resolve_model_args(["--model", "fixedcode", "--model_args", f"checkpoint={given},batch_size=4",
                                    "--tasks", HELDOUT_PPL])
-        harness = HarnessCLI()
-        parsed = harness._parser.parse_args(["run", *argv]).model_args
+        monkeypatch.setattr(sys, "argv", ["lm-eval", *argv])
+        parsed = HarnessCLI().parse_args().model_args
         assert parsed == {"checkpoint": str(final), "batch_size": 4}, parsed
 
 
 @pytest.mark.slow  # lm-eval's CLI builds its whole task index first
 @pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")
 def test_the_readme_lm_eval_line_works_on_a_sweep_folder_name_with_a_comma(shipped, tmp_path, monkeypatch, capsys):
-    """`python -m fixedcode_study.lm_eval_model --model fixedcode --model_args checkpoint=DIR ...`
-    as written, DIR a job of the sweep (run in-process through runpy, exactly as `-m` runs it)."""
+    """`fixedcode lm-eval --model fixedcode --model_args checkpoint=DIR ...` as written, DIR a job of
+    the sweep (in-process: `python -m fixedcode_study lm-eval` through runpy, exactly as `-m` runs it)."""
     job, _, prepared = shipped
     assert "," in job.name
     folder = write_tasks([HELDOUT_PPL], tmp_path / "tasks", prepared_root=prepared)
     monkeypatch.setattr(sys, "argv", [
-        "lm_eval", "--model", "fixedcode", "--model_args", f"checkpoint={job / 'checkpoints' / 'final'}",
+        "fixedcode_study", "lm-eval", "--model", "fixedcode", "--model_args", f"checkpoint={job / 'checkpoints' / 'final'}",
         "--tasks", HELDOUT_PPL, "--include_path", str(folder.include_path), "--limit", "2", "--batch_size", "4",
         "--device", "cpu", "--output_path", str(tmp_path / "out"),
     ])
-    runpy.run_module("fixedcode_study.lm_eval_model", run_name="__main__")
+    runpy.run_module("fixedcode_study", run_name="__main__")
     assert "word_perplexity" in capsys.readouterr().out
     saved = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())
     assert saved["config"]["checkpoint"] == str((job / "checkpoints" / "final").resolve())
@@ -188,12 +189,11 @@ def test_the_lm_eval_model_given_an_export_directly_names_what_to_pass(shipped):
 def test_an_unknown_task_on_lm_evals_command_line_is_one_line_and_exit_2(shipped, monkeypatch, capsys):
     """lm-eval reports its own argument checks as a bare ValueError (a traceback, exit 1); ours say
     them in one line with exit 2, as every command does. Other ValueErrors keep their traceback."""
-    from fixedcode_study.cli.lm_eval_model import cli
+    from fixedcode_study.cli.lm_eval_model import main
 
     job, _, _ = shipped
-    monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", "fixedcode", "--model_args", f"checkpoint={job}",
-                                      "--tasks", "hellaswagg", "--limit", "2"])
-    assert cli() == 2
+    assert main(["--model", "fixedcode", "--model_args", f"checkpoint={job}", "--tasks", "hellaswagg",
+                 "--limit", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == ("error: fixedcode lm-eval: Tasks not found: hellaswagg; "
                        "`fixedcode lm-eval ls tasks` lists the tasks"), err
@@ -224,9 +224,9 @@ def test_lm_eval_refuses_an_orphan_export_in_one_line(shipped, tmp_path, capfd):
 # --- eval-tasks --------------------------------------------------------------------------------
 
 def test_eval_tasks_refuses_an_unknown_task_naming_the_known_ones(tmp_path, capfd):
-    assert fixedcode(["eval-tasks", str(tmp_path / "tasks"), "--tasks", "nosuchtask"]) == 2
+    assert fixedcode(["eval-tasks", str(tmp_path / "tasks"), "tasks=nosuchtask"]) == 2
     line = one_error_line(capfd)
-    assert line.startswith("error: --tasks: nosuchtask is not a task")
+    assert line.startswith("error: tasks: nosuchtask is not a task")
     assert all(name in line for name in (*BUILTIN_TASKS, *MIRROR_TASKS)), line
     assert not (tmp_path / "tasks").exists()  # refused before anything is written
 
@@ -245,9 +245,9 @@ def test_every_name_lm_evals_index_knows_is_spelled_in_its_tasks_folder():
 
 
 def test_eval_tasks_names_the_option_a_built_in_task_needs(tmp_path, capfd):
-    assert fixedcode(["eval-tasks", str(tmp_path / "tasks"), "--tasks", HELDOUT_PPL]) == 2
+    assert fixedcode(["eval-tasks", str(tmp_path / "tasks"), f"tasks={HELDOUT_PPL}"]) == 2
     line = one_error_line(capfd)
-    assert line.startswith("error: --prepared-root: ") and "PreparedData" not in line, line
+    assert line.startswith("error: prepared_root: ") and "PreparedData" not in line, line
 
 
 def test_eval_tasks_help_lists_the_task_names_and_keeps_its_examples_whole(capfd):
@@ -255,6 +255,6 @@ def test_eval_tasks_help_lists_the_task_names_and_keeps_its_examples_whole(capfd
     out = capfd.readouterr().out
     assert all(name in out for name in (*BUILTIN_TASKS, *MIRROR_TASKS)), out
     lines = out.splitlines()
-    assert any(line.strip().startswith("fixedcode eval-tasks OUT_DIR --tasks fixedcode_heldout_ppl --prepared-root")
+    assert any(line.strip().startswith("fixedcode eval-tasks OUT_DIR tasks=fixedcode_heldout_ppl prepared_root=")
                for line in lines), out
     assert "evaluation/tasks.py" not in out  # a module that no longer exists

@@ -188,7 +188,7 @@ def test_bitchain_full_distribution_in_chunks_is_the_same_distribution():
 def test_describe_outputs_lists_every_head_and_the_fully_table_free_rows(capsys):
     from fixedcode_study.cli.describe import main
 
-    assert main(["--outputs", "model=test_micro"]) == 0
+    assert main(["outputs=true", "model=test_micro"]) == 0
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()
             if line.startswith("| learned") or line.startswith("| binary16")]
     by_pair = {(r[0], r[1]): r for r in rows}

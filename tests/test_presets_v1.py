@@ -184,7 +184,7 @@ def test_gpu_quick_is_one_gpu_bf16_smollm2_on_fineweb_edu():
 
 
 def test_gpu_quick_dry_run_prints_its_gpu_hours(capsys):
-    sweep_command.main(["gpu_quick", "--dry-run"])
+    sweep_command.main(["gpu_quick", "dry_run=true"])
     out = capsys.readouterr().out
     total = 9 * 1_231_552_512 * 6212 * 2**19  # 9 jobs x FLOPs per token x tokens trained
     hours = total / (989e12 * 0.40) / 3600
@@ -232,5 +232,5 @@ def test_bench_reference_refuses_gelu_in_one_line():
     spec = JobSpec.from_cfg(compose_config(TINY))
     with pytest.raises(ConfigError) as err:
         preflight({"binary16": spec}, BenchOptions(device="cpu"), JobSpec.from_cfg(compose_config([*TINY, "input=learned"])))
-    assert err.value.field == "model.mlp" and "--no-reference" in str(err.value) and "\n" not in str(err.value)
+    assert err.value.field == "model.mlp" and "reference=false" in str(err.value) and "\n" not in str(err.value)
     preflight({"binary16": spec}, BenchOptions(device="cpu", reference=False), None)  # without the reference: fine

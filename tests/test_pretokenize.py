@@ -122,7 +122,7 @@ def test_incomplete_or_mismatched_output_directories_are_refused(corpus, tmp_pat
     out = tmp_path / "out"
     cfg = text_files_cfg(root, tmp_path)
     pretokenize(cfg, out, workers=0, progress=False)
-    with pytest.raises(ConfigError, match=r"^--out: .*other settings"):
+    with pytest.raises(ConfigError, match=r"^out: .*other settings"):
         pretokenize({**cfg, "vocab_size": 420}, out, workers=0, progress=False)
     (out / "manifest.json").unlink()  # as if the run had been killed before finishing
     with pytest.raises(ConfigError, match=r"^data.dir: .*incomplete"):
@@ -170,8 +170,8 @@ def test_hub_tokenizer_offline_is_a_one_line_config_error(monkeypatch):
 
 def test_paper_preset_offline_fails_with_one_line_from_the_cli(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "fixedcode_study.pretokenize", "data=paper_mix", "model=paper_1p7b",
-                           "--out", str(tmp_path / "out"), "--no-progress"],
+    proc = subprocess.run([sys.executable, "-m", "fixedcode_study", "pretokenize", "data=paper_mix", "model=paper_1p7b",
+                           "out=" + str(tmp_path / "out"), "progress=false"],
                           capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=180)
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
@@ -188,9 +188,9 @@ def test_cli_pretokenizes_and_training_runs_from_the_directory(corpus, tmp_path)
 
     root, _ = corpus
     out = tmp_path / "pretok"
-    proc = subprocess.run([sys.executable, "-m", "fixedcode_study.pretokenize", "data=text_files",
+    proc = subprocess.run([sys.executable, "-m", "fixedcode_study", "pretokenize", "data=text_files",
                            f"data.paths=[{root}/*]", "data.vocab_size=400", "data.val_fraction=0.3", "data.shard_mb=0.01",
-                           "data.max_val_tokens=1200", "--workers", "2", "--out", str(out), "--no-progress"],
+                           "data.max_val_tokens=1200", "workers=2", f"out={out}", "progress=false"],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "tokens/s" in proc.stdout and f"data.dir={out}" in proc.stdout

@@ -1,5 +1,5 @@
 """The probe command end to end: a real (tiny) study trained by the run app with snapshots, probed
-by `python -m fixedcode_study.probe` over the study directory, with answers known in advance.
+by `fixedcode probe` over the study directory, with answers known in advance.
 
 Both commands run in this process (helpers.cli.run_cli, cli.probe.main: the same exit codes and
 files as a subprocess): a process of their own added only its start-up (~8 s each, and one per

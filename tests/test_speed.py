@@ -1,7 +1,7 @@
 """The speed settings' mechanics (training/speed.py, conf/trainer/cpu.yaml): what bf16-mixed keeps in
 fp32, what train.compile=auto decides and where that lands (fingerprint, results.json "runtime"), and
 the threads setting. How fast each setting is, and whether bf16 curves stay within seed noise of fp32
-ones, are benchmark numbers (python -m fixedcode_study.bench --settings all; docs/measurements.md), not tests.
+ones, are benchmark numbers (fixedcode bench settings=all; docs/measurements.md), not tests.
 """
 
 from __future__ import annotations

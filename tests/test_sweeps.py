@@ -143,29 +143,30 @@ def test_invalid_job_in_a_study_fails_before_launch_and_names_the_job():
 
 
 def test_cli_dry_run_lists_commands_jobs_and_cost(capsys):
-    command.main(["main", "--dry-run"])
+    command.main(["main", "dry_run=true"])
     out = capsys.readouterr().out
     assert "$ python -m fixedcode_study.run -m name=main input=learned,binary16,gf2 seed=1,2,3" in out
     assert out.count("input=gf2,seed=") == 3 and "CPU-hours" in out
-    command.main(["controls", "--dry-run", "--scale", "paper"])
+    command.main(["controls", "dry_run=true", "scale=paper"])
     assert "GPU-hours" in capsys.readouterr().out
-    assert command.main(["nonexistent", "--dry-run"]) == 2
+    assert command.main(["nonexistent", "dry_run=true"]) == 2
 
 
-def test_cli_keeps_its_flags_and_takes_key_value_spellings(capsys, monkeypatch):
-    """--scale/--dry-run/-v and the overrides in any order, or scale=/dry_run= as keys: the same plan."""
-    monkeypatch.setenv("FIXEDCODE_VERBOSE", "0")  # restored after the test: -v sets it in this process
-    assert command.main(["seed=1", "main", "--scale", "paper", "train.tokens=4096", "--dry-run", "-v"]) == 0
-    flagged = capsys.readouterr().out
-    assert os.environ.get("FIXEDCODE_VERBOSE") == "1"  # -v: inherited by every grid's run -m
+def test_cli_settings_and_overrides_in_any_order_give_the_same_plan(capsys, monkeypatch):
+    """scale=/dry_run=/verbose= and the overrides in any order: the same plan."""
+    monkeypatch.setenv("FIXEDCODE_VERBOSE", "0")  # restored after the test: verbose=true sets it in this process
+    assert command.main(["seed=1", "main", "scale=paper", "train.tokens=4096", "dry_run=true", "verbose=true"]) == 0
+    first = capsys.readouterr().out
+    assert os.environ.get("FIXEDCODE_VERBOSE") == "1"  # verbose=true: inherited by every grid's run -m
     assert command.main(["main", "scale=paper", "seed=1", "dry_run=true", "train.tokens=4096"]) == 0
-    assert capsys.readouterr().out == flagged and "study main (scale paper): 3 jobs" in flagged
-    assert " seed=1 " in flagged and " train.tokens=4096" in flagged and "GPU-hours" in flagged
+    assert capsys.readouterr().out == first and "study main (scale paper): 3 jobs" in first
+    assert " seed=1 " in first and " train.tokens=4096" in first and "GPU-hours" in first
 
 
 @pytest.mark.parametrize(("argv", "field"), [
-    (["nonexistent", "--dry-run"], "study"), (["main", "--scale", "gpu", "--dry-run"], "scale"),
-    (["main", "--bogus"], "--bogus"), (["main", "scale=gpu"], "scale"), (["main", "--mfu", "high"], "mfu"),
+    (["nonexistent", "dry_run=true"], "study"), (["main", "scale=gpu", "dry_run=true"], "scale"),
+    (["main", "--bogus"], "--bogus"), (["main", "scale=gpu"], "scale"), (["main", "mfu=high"], "mfu"),
+    (["main", "--dry-run"], "--dry-run"), (["seed=1"], "study"),
 ])
 def test_cli_bad_study_scale_or_flag_is_one_line_and_exit_2(argv, field, capsys):
     assert command.main(argv) == 2
@@ -195,7 +196,7 @@ def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
            "WANDB_MODE": "disabled"}
     extra = ["seed=1", "model=test_micro", "logger=csv", "train.tokens=2048", "train.batch_size=4",
              "train.val_points=2", "train.log_every=2", "train.val_batch_size=128"]
-    cmd = [sys.executable, "-m", "fixedcode_study.sweep", "controls", *extra]
+    cmd = [sys.executable, "-m", "fixedcode_study", "sweep", "controls", *extra]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     study_dir = tmp_path / "out" / "multirun" / "controls"
@@ -239,12 +240,12 @@ def test_a_resumed_study_says_what_is_done_and_times_the_rest_from_its_own_jobs(
              "train.val_batch_size=128", "seed=1"]
     env = {**os.environ, "FIXEDCODE_OUT": str(tmp_path / "out"), "FIXEDCODE_CACHE": str(tmp_path / "cache"),
            "WANDB_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-m", "fixedcode_study.sweep", str(study_file), "train.tokens=2048",
+    proc = subprocess.run([sys.executable, "-m", "fixedcode_study", "sweep", str(study_file), "train.tokens=2048",
                            *extra], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     monkeypatch.setenv("FIXEDCODE_OUT", str(tmp_path / "out"))
     monkeypatch.setenv("FIXEDCODE_CACHE", str(tmp_path / "cache"))
-    assert command.main([str(study_file), "--dry-run", *extra]) == 0
+    assert command.main([str(study_file), "dry_run=true", *extra]) == 0
     out = capsys.readouterr().out
     assert "on disk: 1 of 2 jobs completed under these settings (a launch skips them)" in out
     assert out.count("[completed]") == 1 and "train.tokens=2048" in out.split("[completed]")[0].splitlines()[-1]
@@ -258,7 +259,7 @@ def test_a_resumed_study_says_what_is_done_and_times_the_rest_from_its_own_jobs(
     record["fingerprint"]["sha"] = "0" * 64
     record["fingerprint"]["settings"]["optim.lr"] = 1.0
     done.write_text(json.dumps(record))
-    assert command.main([str(study_file), "--dry-run", *extra]) == 0
+    assert command.main([str(study_file), "dry_run=true", *extra]) == 0
     out = capsys.readouterr().out
     assert "0 of 2 jobs completed" in out and "1 trained under other settings (a launch refuses them" in out
     assert "optim.lr: 1.0 -> " in out and "[stale]" in out

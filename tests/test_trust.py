@@ -205,7 +205,7 @@ def test_sigterm_outside_the_training_loop_records_preempted_and_exits_143(tmp_p
 
 
 def test_sweep_stops_with_143_when_preempted(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "fixedcode_study.sweep", "main", *SHORT, "hydra/launcher=basic", f"out_root={tmp_path}"],
+    proc = subprocess.Popen([sys.executable, "-m", "fixedcode_study", "sweep", "main", *SHORT, "hydra/launcher=basic", f"out_root={tmp_path}"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _wait_until(lambda: len(list(tmp_path.glob("**/results.json"))) >= 2, proc)  # the second job started
     proc.send_signal(signal.SIGTERM)  # to the launcher only: it forwards to the running grid
@@ -243,7 +243,7 @@ def test_truncated_weights_given_to_evaluate_are_one_line_not_a_traceback(tmp_pa
     shutil.copytree(untrained_checkpoint("binary16"), ckpt)
     weights = ckpt / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    proc = subprocess.run([sys.executable, "-m", "fixedcode_study.evaluate", f"checkpoint={ckpt}", "eval=builtin"],
+    proc = subprocess.run([sys.executable, "-m", "fixedcode_study", "evaluate", f"checkpoint={ckpt}", "eval=builtin"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: checkpoint:") and "Traceback" not in proc.stderr

@@ -24,8 +24,8 @@ gap, a side, the fixed codes) with a verdict or trend word (worse, better, equiv
 decreases, grows, smaller, ahead, behind, narrows, widens, ...). Hand-written text says what a study
 is and how it ran, never what it found.
 
-    python -m fixedcode_study.analysis.regenerate --summaries   # write the blocks
-    python -m fixedcode_study.analysis.regenerate --check       # exit 1 on a stale block or a claim outside one
+    fixedcode regenerate summaries=true   # write the blocks
+    fixedcode regenerate check=true       # exit 1 on a stale block or a claim outside one
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ REPORTS_README = REPORTS / "README.md"
 PROBES_DOC = Path("docs") / "probes.md"
 BLOCK = re.compile(r"<!-- generated:(?P<key>[\w:.-]+):begin -->\n(?P<body>.*?)<!-- generated:(?P=key):end -->",
                    re.S)
-REGENERATE = "python -m fixedcode_study.analysis.regenerate --summaries"
+REGENERATE = "fixedcode regenerate summaries=true"
 README_KINDS = (TREND, PROBE, SIDES)          # the main study's readings in README.md
 HEADLINE_LADDER = ("gap slope per decade of compute", "gap slope per decade of N at fixed D",
                    "gap slope per decade of D at fixed N")

@@ -1,7 +1,6 @@
 """`fixedcode export checkpoint=DIR out=DIR [overwrite=false] [verify=true]`: a checkpoint -> a Hugging Face folder.
 
     fixedcode export checkpoint=outputs/multirun/main/input=gf2,seed=1 out=exports/gf2-s1
-    python -m fixedcode_study.export checkpoint=... out=...        # the same command
 
 checkpoint= is a job directory, its checkpoints/final folder, or one of our exports whose source
 checkpoint is here and unchanged, which is then exported again from it (hub/source.py: the same
@@ -17,23 +16,31 @@ against the workbench model (verify=false skips that). The work is hub/export.py
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
-from ..hub.export import export_checkpoint
-from .args import REQUIRED, Command, Key, exit_with, run_command
-
-COMMAND = Command("export", __doc__, keys=(
-    Key("checkpoint", REQUIRED, "job or checkpoint folder, or an export of one"),
-    Key("out", REQUIRED, "the new Hugging Face folder"),
-    Key("overwrite", False, "replace an existing out folder"),
-    Key("verify", True, "load the folder back and compare its logits with the workbench model's"),
-))
+from .args import Command, exit_with, run_command
 
 
-def export(values: dict[str, Any], _overrides: list[str]) -> int:
+@dataclass(frozen=True, kw_only=True)
+class ExportOptions:
+    checkpoint: str
+    """job or checkpoint folder, or an export of one"""
+    out: str
+    """the new Hugging Face folder"""
+    overwrite: bool = False
+    """replace an existing out folder"""
+    verify: bool = True
+    """load the folder back and compare its logits with the workbench model's"""
+
+
+COMMAND = Command("export", __doc__, ExportOptions)
+
+
+def export(options: ExportOptions, _overrides: list[str]) -> int:
+    from ..hub.export import export_checkpoint  # the model stack loads only for an export: --help stays instant
+
     # export_checkpoint applies the one checkpoint= rule (hub/source.py) itself
-    exported = export_checkpoint(values["checkpoint"], values["out"], verify=values["verify"],
-                                 overwrite=values["overwrite"])
+    exported = export_checkpoint(options.checkpoint, options.out, verify=options.verify, overwrite=options.overwrite)
     inputs = ", ".join(f"{k} {v}" for k, v in exported.input_tensors.items()) or "none (computed from the ID)"
     checked = ("not checked (verify=false)" if exported.max_abs_logit_diff is None
                else f"logits equal the workbench model's (max |diff| {exported.max_abs_logit_diff:.1e})")

@@ -4,7 +4,6 @@
     fixedcode generate checkpoint=DIR prompt="To be" temperature=0                # greedy
     fixedcode generate checkpoint=outputs/multirun/main prompt="KING HENRY:" n=2  # every job
     fixedcode generate hf=exports/gf2-s1 prompt="KING HENRY:"                     # an exported folder
-    python -m fixedcode_study.generate checkpoint=... prompt=...                  # the same command
 
 checkpoint= is a job directory, its checkpoints/final folder, a study directory (every completed
 job below it) or one of our exports whose source checkpoint is here (hub/source.py: the same rule
@@ -18,66 +17,76 @@ by default), so a command prints the same text every time on CPU. A job keeps it
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import ConfigError
-from ..hub.generation import SampleSettings, jobs_below, record_samples, sample
-from ..hub.source import checkpoint_folder
-from ..record import atomic
-from ..record.checkpoint import Checkpoint, load_checkpoint
-from ..record.jobdir import JobDir
-from .args import REQUIRED, Command, Key, exit_with, run_command
-
-_DEFAULTS = SampleSettings()
-COMMAND = Command("generate", __doc__, keys=(
-    Key("checkpoint", None, "a job, checkpoint or study folder, or an export of one", kind=str),
-    Key("hf", None, "a Hugging Face folder or Hub name instead", kind=str),
-    Key("prompt", REQUIRED, "the text every sample continues"),
-    Key("n", _DEFAULTS.n, "samples per prompt"),
-    Key("max_new_tokens", _DEFAULTS.max_new_tokens, "tokens generated per sample"),
-    Key("temperature", _DEFAULTS.temperature, "sampling temperature; 0 = greedy"),
-    Key("top_k", _DEFAULTS.top_k, "keep the k likeliest tokens; 0 = no cut"),
-    Key("seed", _DEFAULTS.seed, "sampling seed"),
-    Key("out", "", "also write the samples as JSON to this file"),
-))
+from ..hub.sampling import SampleSettings
+from .args import Command, exit_with, run_command
 
 
-def models(values: dict[str, Any]) -> Iterator[Checkpoint]:
-    """The loaded models the command line names, one at a time."""
-    if (values["checkpoint"] is None) == (values["hf"] is None):
-        raise ConfigError("checkpoint", "missing" if values["checkpoint"] is None else "given together with hf=",
-                          "pass checkpoint=<a job, checkpoint or study folder> or hf=<a Hugging Face folder or Hub name>")
-    if values["hf"] is not None:
+@dataclass(frozen=True, kw_only=True)
+class GenerateOptions:
+    checkpoint: str | None = None
+    """a job, checkpoint or study folder, or an export of one"""
+    hf: str | None = None
+    """a Hugging Face folder or Hub name instead"""
+    prompt: str
+    """the text every sample continues"""
+    sample: SampleSettings = field(default_factory=SampleSettings)
+    out: str = ""
+    """also write the samples (of the last model) as JSON to this file"""
+
+    def __post_init__(self) -> None:
+        if (self.checkpoint is None) == (self.hf is None):
+            raise ConfigError("checkpoint", "missing" if self.checkpoint is None else "given together with hf=",
+                              "pass checkpoint=<a job, checkpoint or study folder> or hf=<a Hugging Face folder or "
+                              "Hub name>")
+        self.sample.check()
+
+
+COMMAND = Command("generate", __doc__, GenerateOptions)
+
+
+def models(options: GenerateOptions) -> Iterator[Any]:
+    """The loaded models (record.checkpoint.Checkpoint) the command line names, one at a time."""
+    if options.hf is not None:
         from ..hub.external import resolve_hf
         from ..hub.imported import checkpoint_from_hf
 
-        yield checkpoint_from_hf(resolve_hf(values["hf"]).path)
+        yield checkpoint_from_hf(resolve_hf(options.hf).path)
         return
-    given = values["checkpoint"]
+    from ..hub.generation import jobs_below
+    from ..hub.source import checkpoint_folder
+    from ..record.checkpoint import load_checkpoint
+
+    given = options.checkpoint
     jobs = jobs_below(given) if Path(given).expanduser().is_dir() else []
     for folder in [j.final_checkpoint for j in jobs] or [checkpoint_folder(given, f"pass hf={given}")]:
         yield load_checkpoint(folder)
 
 
-def generate(values: dict[str, Any], _overrides: list[str]) -> int:
-    settings = SampleSettings(**{f.name: values[f.name] for f in fields(SampleSettings)})
-    settings.check()
-    for ckpt in models(values):
-        result = sample(ckpt, values["prompt"], settings)
+def generate(options: GenerateOptions, _overrides: list[str]) -> int:
+    from ..hub.generation import record_samples, sample
+    from ..record import atomic
+    from ..record.jobdir import JobDir
+
+    settings = options.sample
+    for ckpt in models(options):
+        result = sample(ckpt, options.prompt, settings)
         result["checkpoint"] = str(ckpt.path)
         print(f"=== {ckpt.path}")
         for i, text in enumerate(result["samples"], 1):
             print(f"--- sample {i} (seed {settings.seed}, temperature {settings.temperature}, top_k {settings.top_k})")
-            print(values["prompt"] + text)
+            print(options.prompt + text)
         job = JobDir.of_final_checkpoint(ckpt.path)
         if job is not None and job.results.exists():
             record_samples(job, result)
             print(f"[generate] -> {job.samples}")
-    if values["out"]:
-        atomic.write_json(values["out"], result)
-        print(f"[generate] wrote {values['out']}")
+    if options.out:
+        atomic.write_json(options.out, result)
+        print(f"[generate] wrote {options.out}")
     return 0
 
 

@@ -3,38 +3,48 @@
     fixedcode lm-eval --model fixedcode --model_args checkpoint=outputs/multirun/main/input=gf2,seed=1 \\
         --tasks hellaswag --batch_size 32
 
-Every `lm_eval` flag works unchanged (`python -m fixedcode_study.lm_eval_model` is the same
-command), with our checkpoints registered as the `fixedcode` model first: lm-eval 0.4 reads no
-plugin entry points, so the plain `lm_eval` command cannot find it. The model itself is
+Every `lm_eval` flag works unchanged: this is lm-eval's own command (`lm_eval.__main__.cli_evaluate`,
+its console script), with our checkpoints registered as the `fixedcode` model first: lm-eval 0.4
+reads no plugin entry points, so the plain `lm_eval` command cannot find it. The model itself is
 evaluation/lm.py (FixedCodeLM). checkpoint= follows the rule of every command (hub/source.py): a
 job directory, its checkpoints/final, or one of our exports whose source checkpoint is here. lm-eval
 splits model_args at commas, which the sweep's folder names hold (`input=gf2,seed=1`), so before
 lm-eval reads the line the path is re-joined (evaluation/lm.py's split_checkpoint_arg), resolved
 and quoted, which lm-eval's own parser keeps whole. lm-eval parses the arguments and prints its own
---help; a bad argument or checkpoint is reported our way, as one line and exit 2.
+--help; a bad argument or checkpoint is reported our way, as one line and exit 2 (argparse's
+documented `ArgumentParser.error` hook, set while lm-eval parses: nothing of lm-eval's is patched).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..evaluation import lm as _registers_fixedcode  # noqa: F401  (import registers the model)
 from ..evaluation.lm import QUOTES, split_checkpoint_arg
-from .args import exit_with
+from .args import exit_with, with_argv
 
 MODEL_ARGS = ("--model_args", "-a")
 EXPORT_FIX = "evaluate the folder itself with lm-eval's own model: --model hf --model_args pretrained=PATH"
 
 
-def _one_line_errors(parser) -> None:
-    """argparse prints usage plus the error and exits 2; keep the exit, print the error alone."""
-    def error(message: str) -> None:
+@contextmanager
+def argument_errors_on_one_line() -> Iterator[None]:
+    """While lm-eval parses: argparse prints the error alone, not usage plus the error, and still exits 2."""
+    def error(parser: argparse.ArgumentParser, message: str) -> None:
         print(f"error: {parser.prog}: {message}; see fixedcode lm-eval --help", file=sys.stderr)
         sys.exit(2)
 
-    parser.error = error
+    original = argparse.ArgumentParser.error
+    argparse.ArgumentParser.error = error
+    try:
+        yield
+    finally:
+        argparse.ArgumentParser.error = original
 
 
 def with_checkpoint_resolved(item: str) -> str:
@@ -81,37 +91,23 @@ def resolve_model_args(argv: list[str]) -> list[str]:
     return out
 
 
-def cli() -> int:
-    """lm-eval's `cli_evaluate` (lm_eval/__main__.py), reading sys.argv, with one-line argument errors."""
-    from lm_eval.__main__ import setup_logging
-    from lm_eval._cli.harness import HarnessCLI
+def main(argv: list[str] | None = None) -> int:
+    """lm-eval's `cli_evaluate` on this command line (default: sys.argv's), with one-line argument errors."""
+    from lm_eval.__main__ import cli_evaluate
 
-    setup_logging()
-    harness = HarnessCLI()
-    for parser in (harness._parser, *harness._subparsers.choices.values()):
-        _one_line_errors(parser)
-    saved = sys.argv
     try:
-        sys.argv = [saved[0], *resolve_model_args(saved[1:])]
-        harness.execute(harness.parse_args())
+        args = resolve_model_args(list(sys.argv[1:] if argv is None else argv))
+        with argument_errors_on_one_line():
+            return with_argv("fixedcode lm-eval", args, cli_evaluate)  # lm-eval reads sys.argv itself
     except ConfigError as err:  # a bad checkpoint or model argument, here or in FixedCodeLM
         print(f"error: {err}", file=sys.stderr)
         return 2
     except ValueError as err:
         if not _raised_by_argument_checks(err):
             raise
-        print(f"error: fixedcode lm-eval: {err}; `fixedcode lm-eval ls tasks` lists the tasks",
-              file=sys.stderr)
+        print(f"error: fixedcode lm-eval: {err}; `fixedcode lm-eval ls tasks` lists the tasks", file=sys.stderr)
         return 2
-    except SystemExit as stop:  # lm-eval's own exits (--help, errors): their code as ours
-        if stop.code is None or isinstance(stop.code, int):
-            return stop.code or 0
-        print(stop.code, file=sys.stderr)  # sys.exit("message"): what Python would print, exit 1
-        return 1
-    finally:
-        sys.argv = saved
-    return 0
 
 
 if __name__ == "__main__":
-    exit_with(cli())
+    exit_with(main())

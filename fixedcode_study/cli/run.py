@@ -1,4 +1,7 @@
-"""Hydra entry point: `python -m fixedcode_study.run [-m] [overrides]`.
+"""`fixedcode run [-m] [overrides]`: train one job, or (-m) a Hydra multirun of jobs.
+
+Also `python -m fixedcode_study.run [-m] [overrides]`, the study's own command. The command line is
+Hydra's own (overrides of conf/, -m, --cfg job, --info, ...), plus `-v`.
 
 Thin by design: Hydra composes the config (once per job), `spec.JobSpec.from_cfg` resolves and
 validates it once (a bad setting: one line naming the field, exit 2), and `training.job.run_job`
@@ -12,7 +15,7 @@ The terminal shows one progress bar and one result line per job; what the librar
 failed job's traceback go to <job>/run.log (console.py); `-v` (or FIXEDCODE_VERBOSE=1) keeps it
 all on the terminal. A sweep's jobs run side by side on a CPU machine (hydra/launcher=parallel, the
 default; studies/launcher.py) or one by one (hydra/launcher=basic); each returns a `JobResult`, and
-`cli` prints the summary from what the launch returns.
+`main` prints the summary from what the launch returns.
 """
 
 from __future__ import annotations
@@ -23,61 +26,42 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig
 
 from ..config import CONFIG_DIR
 from ..errors import ConfigError, WriteFailed
-from ..console import job_console, say as tell, take_verbose_flag
 from ..record.jobdir import JobBusy, JobDir
-from ..spec import JobSpec
-from ..studies.launcher import register_with_hydra
 from ..studies.results import JobResult, summary_lines
-from ..training.job import JobOutcome, run_job
-from ..training.resume import Preempted
+from .args import exit_with, wants_help, with_argv
 from .run_line import check_flags, launch
-
-register_with_hydra()  # hydra/launcher=parallel (conf/hydra/launcher/parallel.yaml)
 
 
 def say(message: str, err: bool = False, log: bool = True) -> None:  # the terminal, also inside a job
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    from ..console import say as tell
+
     if rank_zero_only.rank == 0:  # ranks > 0 of a distributed job run this too; one voice is enough
         tell(message, err=err, log=log)
 
 
-def _report(job_dir: Path, outcome: JobOutcome) -> JobResult:
-    record = outcome.record
-    final = record.get("final") or {}
-    if outcome.action == "skipped":
-        say(f"[run] {job_dir} already completed; skipping (force=true retrains it)", log=False)  # untouched
-        return JobResult(str(job_dir), "skipped", record.get("status", ""), val_loss=final.get("val_loss"))
-    if not outcome.ok:
-        error = (record.get("eval") or {}).get("error") or record.get("error")
-        say(f"[run] job {job_dir.name} {record['status']}: the trained weights are kept; re-running retries "
-            f"the evaluation ({(record.get('eval') or {}).get('error')}; details in {JobDir(job_dir).log_file})",
-            err=True)
-        return JobResult(str(job_dir), outcome.action, record["status"], f"{record['status']}: {error}",
-                         final.get("val_loss"))
-    numbers = f"val_loss={final['val_loss']:.4f} val_ppl={final['val_ppl']:.2f}"
-    if outcome.action == "reused":
-        say(f"[run] {job_dir.name}: reused {(record.get('reused_from') or {}).get('job_dir')} ({numbers})")
-    else:
-        resumed = f", resumed from step {record['resumed_from_step']}" if record.get("resumed_from_step") else ""
-        what = "evaluated" if outcome.action == "evaluated" else f"{record['tokens_per_second']:.0f} tokens/s{resumed}"
-        say(f"[run] {job_dir.name}: {numbers} val_bpb={final['val_bpb']:.4f} ({what}) -> {job_dir}")
-    return JobResult(str(job_dir), outcome.action, record["status"], val_loss=final.get("val_loss"))
-
-
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> JobResult:
+def job(cfg: DictConfig) -> JobResult:
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     log = JobDir(job_dir).log_file
+    # The training stack loads here, in the job: `fixedcode run --help` and a bad option answer without it.
+    from ..console import job_console
+    from ..spec import JobSpec
+    from ..studies.results import job_result
+    from ..training.job import run_job
+    from ..training.resume import Preempted
+
     try:
         with job_console(log):
             outcome = run_job(JobSpec.from_cfg(cfg), job_dir, list(hc.overrides.task))
-            return _report(job_dir, outcome)  # inside: the result line goes to the log as well
+            return job_result(job_dir, outcome, say)  # inside: the result line goes to the log as well
     except (JobBusy, WriteFailed) as busy:  # each says it all in one line; exit 1
         say(f"[run] job {job_dir.name}: {busy}", err=True)
         if not multirun:
@@ -100,19 +84,34 @@ def main(cfg: DictConfig) -> JobResult:
         return JobResult(str(job_dir), "failed", why=why)
 
 
-def cli() -> None:
-    sys.argv[1:] = take_verbose_flag(sys.argv[1:])  # -v is ours, not Hydra's: FIXEDCODE_VERBOSE=1
-    if not check_flags(sys.argv[1:], __doc__):  # a bad option: one line, exit 2
-        main()  # --help, --cfg, --info, ...: Hydra's own
-        return
-    results = [r for r in launch(main.__wrapped__, CONFIG_DIR) if isinstance(r, JobResult)]
+def main(argv: list[str] | None = None) -> int:
+    """The jobs of this command line (default: sys.argv's); the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not wants_help(args):  # the help answers before the training stack (and the console) loads
+        from ..console import take_verbose_flag
+
+        args = take_verbose_flag(args)  # -v is ours, not Hydra's: FIXEDCODE_VERBOSE=1
+    # Hydra reads sys.argv itself. As a process's own command line, argv[0] stays: Lightning's ddp
+    # re-executes `python -m fixedcode_study.run` from it in every rank.
+    return with_argv(sys.argv[0] if argv is None else "fixedcode run", args, lambda: run_jobs(args))
+
+
+def run_jobs(args: list[str]) -> int:
+    if not check_flags(args, __doc__):  # a bad option: one line, exit 2
+        job()  # --help, --cfg, --info, ...: Hydra's own
+        return 0
+    from ..studies.launcher import register_with_hydra
+
+    register_with_hydra()  # hydra/launcher=parallel (conf/hydra/launcher/parallel.yaml)
+    results = [r for r in launch(job.__wrapped__, CONFIG_DIR) if isinstance(r, JobResult)]
     lines, failed = summary_lines(results)
     for line in lines:
         say(line)
     if failed:
         say(failed, err=True)
-        sys.exit(1)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    cli()
+    exit_with(main())

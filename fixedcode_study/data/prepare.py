@@ -222,7 +222,7 @@ def load_pretokenized(root: str | os.PathLike, vocab_size: int | None = None,
     if not manifest.exists():
         state = f"is incomplete (no {layout.MANIFEST} yet)" if (root / layout.PLAN).exists() else "is not a pre-tokenized directory"
         raise ConfigError(field, f"{root} {state}",
-                          "run `python -m fixedcode_study.pretokenize ... --out DIR` (it resumes, keeping finished shards)")
+                          "run `fixedcode pretokenize ... out=DIR` (it resumes, keeping finished shards)")
     meta = json.loads(manifest.read_text())
     missing = [s["path"] for s in meta["shards"] if not (root / s["path"]).exists()]
     if missing:

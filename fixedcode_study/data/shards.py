@@ -1,10 +1,10 @@
 """Pre-tokenize a data source into memmap shards with several worker processes, restartably.
 
-The command line is `python -m fixedcode_study.pretokenize` (fixedcode_study/pretokenize.py):
+The command line is `fixedcode pretokenize` (fixedcode_study/cli/pretokenize.py):
 
-    python -m fixedcode_study.pretokenize data=text_files 'data.paths=[../shared/data/corpus/gutenberg/*.txt]' \
-        data.vocab_size=8192 --workers 2 --out /data/gutenberg-bpe8k
-    python -m fixedcode_study.pretokenize data=paper_mix --workers 32      # into the data cache
+    fixedcode pretokenize data=text_files 'data.paths=[../shared/data/corpus/gutenberg/*.txt]' \
+        data.vocab_size=8192 workers=2 out=/data/gutenberg-bpe8k
+    fixedcode pretokenize data=paper_mix workers=32       # into the data cache
     python -m fixedcode_study.run data=pretokenized data.dir=/data/gutenberg-bpe8k ...
 
 Any data config works (the same conf/data group training uses; the arguments are Hydra
@@ -417,7 +417,7 @@ def pretokenize(cfg: Mapping[str, Any], out_dir: str | os.PathLike | None = None
             differ = [k for k in sorted(was.keys() | now.keys()) if was.get(k) != now.get(k)]
             detail = ", ".join(f"{k}: {was[k]} -> {now[k]}" if k in ("split", "vocab_size", "val_fraction") and k in was and k in now
                                else k for k in differ)
-            raise ConfigError("--out", f"{out} holds a pre-tokenization with other settings (key {old['cache_key']}; "
+            raise ConfigError("out", f"{out} holds a pre-tokenization with other settings (key {old['cache_key']}; "
                               f"differs in {detail or 'the key format'})",
                               "choose another output directory or delete it, or pass the settings it was made with")
         if json.loads(json.dumps(pieces)) != old["pieces"]:

@@ -1,6 +1,6 @@
 """Downstream evaluation of a model through lm-evaluation-harness.
 
-The command line is `python -m fixedcode_study.evaluate checkpoint=PATH eval=builtin|paper`
+The command line is `fixedcode evaluate checkpoint=PATH eval=builtin|paper`
 (fixedcode_study/evaluate.py). The result is written to <checkpoint>/eval-<name>.json (or
 eval.output): it lives with the weights it describes, and a re-saved checkpoint directory drops
 it along with the old weights.

@@ -8,7 +8,7 @@ Command line: lm-eval finds models only in its in-process registry (0.4.13 reads
 points), so the plain `lm_eval` command cannot know our model. `fixedcode_study/lm_eval_model.py`
 is the `lm_eval` CLI with `fixedcode` registered first; every lm_eval flag works unchanged:
 
-    python -m fixedcode_study.lm_eval_model --model fixedcode \
+    fixedcode lm-eval --model fixedcode \
         --model_args checkpoint=PATH --tasks hellaswag --batch_size 32
 
 checkpoint= is a job directory or its checkpoints/final folder. lm-eval splits model_args at every

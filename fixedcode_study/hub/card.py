@@ -120,7 +120,7 @@ def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | No
     lines = ["---", "library_name: transformers", "pipeline_tag: text-generation",
              f"tags: {tags}", "---", "",
              f"# fixedcode-study: {title}, seed {ckpt.config.get('seed')}", "", about,
-             "", "Written by `python -m fixedcode_study.export` from the workbench checkpoint "
+             "", "Written by `fixedcode export` from the workbench checkpoint "
              f"`{ckpt.path}`.", "", *_load_snippet(fixed, ckpt.model.config.max_seq_len, head in TABLE_FREE_HEADS), ""]
     model = ckpt.config.get("model") or {}
     lines += ["## Architecture", "", *_table(("setting", "value"), [

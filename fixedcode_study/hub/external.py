@@ -1,7 +1,7 @@
 """Outside causal LMs (a local Hugging Face folder or a Hub name) as reference models.
 
-    python -m fixedcode_study.evaluate hf=HuggingFaceTB/SmolLM2-135M eval=builtin
-    python -m fixedcode_study.evaluate hf=exports/gf2-s1 eval=builtin study=outputs/multirun/main
+    fixedcode evaluate hf=HuggingFaceTB/SmolLM2-135M eval=builtin
+    fixedcode evaluate hf=exports/gf2-s1 eval=builtin study=outputs/multirun/main
 
 `resolve_hf` pins what is evaluated: a local folder by the sha256 of its weight files, a Hub name by
 the commit of its snapshot (taken from the local Hugging Face cache when offline; nothing is

@@ -13,7 +13,7 @@ sampling is seeded: the same checkpoint, prompt and settings give the same text 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +24,9 @@ from ..errors import ConfigError
 from ..record import atomic
 from ..record.checkpoint import Checkpoint
 from ..record.jobdir import COMPLETED, JobDir
+from .sampling import SampleSettings
 
 SAMPLES_SCHEMA = 1
-
-
-@dataclass
-class SampleSettings:
-    n: int = 3                   # samples per prompt
-    max_new_tokens: int = 48
-    temperature: float = 0.8     # 0 = greedy (then n is 1: every greedy sample is the same)
-    top_k: int = 50              # 0 = no top-k cut
-    seed: int = 0
-
-    def check(self) -> None:
-        for key, low in (("n", 1), ("max_new_tokens", 1), ("top_k", 0), ("seed", 0)):
-            if getattr(self, key) < low:
-                raise ConfigError(key, f"{getattr(self, key)} is below {low}", f"pass {key}>={low}")
-        if self.temperature < 0:
-            raise ConfigError("temperature", f"{self.temperature} is negative", "pass temperature>=0 (0 = greedy)")
 
 
 def sample(ckpt: Checkpoint, prompt: str, settings: SampleSettings) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """A Llama decoder whose input or output head is a fixed code of the token ID: no V x d table there.
 
-This file is copied into every model folder that `python -m fixedcode_study.export` writes with a
+This file is copied into every model folder that `fixedcode export` writes with a
 fixed-code input or a table-free head, and `auto_map` in its config.json points Hugging Face's Auto
 classes here, so
 

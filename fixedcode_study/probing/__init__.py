@@ -1,6 +1,6 @@
 """Representation formation: what the decoder builds downstream of its input.
 
-`python -m fixedcode_study.probe checkpoint=DIR` probes a final checkpoint, a job directory or a
+`fixedcode probe checkpoint=DIR` probes a final checkpoint, a job directory or a
 whole study on held-out text of the jobs' own data, without gradients (states.py reads hidden
 states with forward hooks). Layers: `input` (what the input interface gives the first block),
 `block1..L` (the residual stream after each block), `final_norm` (what the head reads).

@@ -27,8 +27,6 @@ from .states import (ProbedModel, ProbeSubject, code_bits, final_model, heldout_
                      init_model, input_table, snapshot_model, subject_summary)
 
 PROBES_SCHEMA = 1
-PROBES_FILE = "probes.json"
-CROSS_FILE = "probes_cross.json"
 
 
 @dataclass

@@ -27,7 +27,7 @@ from ..data import layout
 from ..errors import ConfigError
 from ..model import Decoder
 from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, load_checkpoint, spec_note, stored_model_spec
-from ..record.jobdir import RESULTS_FILE, WEIGHTS_FILE, JobDir
+from ..record.jobdir import PROBES_FILE, RESULTS_FILE, WEIGHTS_FILE, JobDir
 
 SNAPSHOT_PATTERN = re.compile(r"step-(\d+)\.ckpt$")
 
@@ -94,7 +94,7 @@ class ProbeSubject:
     @property
     def out_path(self) -> Path:
         """probes.json: beside results.json for a job, inside the folder for a bare checkpoint."""
-        return (self.out_dir or (self.job.path if self.job else self.final_dir)) / "probes.json"
+        return (self.out_dir or (self.job.path if self.job else self.final_dir)) / PROBES_FILE
 
 
 def _subject_of_job(job: JobDir) -> ProbeSubject:

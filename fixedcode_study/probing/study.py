@@ -11,7 +11,8 @@ from typing import Any
 from ..errors import ConfigError
 from ..evaluation.harness import find_prepared_root
 from ..record import atomic
-from .run import CROSS_FILE, cross_record, make_sample, probe_subject, reference_table, sample_summary, windows_for
+from ..record.jobdir import CROSS_FILE
+from .run import cross_record, make_sample, probe_subject, reference_table, sample_summary, windows_for
 from .states import ProbeSubject, find_subjects
 
 __all__ = ["probe_study", "reference_for"]

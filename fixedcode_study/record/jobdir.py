@@ -11,7 +11,7 @@ Every file name of a job is spelled here and nowhere else:
     <job>/run.log                     the job's log: library output (Lightning, W&B, lm-eval, warnings,
                                       subprocesses) and tracebacks, every attempt appended
                                       (console.py; Hydra's job logging writes the same file)
-    <job>/samples.json                generated text from the final weights (python -m fixedcode_study.generate)
+    <job>/samples.json                generated text from the final weights (fixedcode generate)
     <job>/checkpoints/last.ckpt       resume state (Lightning), written every checkpoint.every_steps
     <job>/checkpoints/step-XXXXXXX.ckpt  kept snapshots (checkpoint.keep_every_steps)
     <job>/checkpoints/final/          final weights (record/checkpoint.py)
@@ -68,6 +68,9 @@ WANDB_DIR = "wandb"
 # Not a job: analysis shows it as a marked reference row and never in a statistic.
 EXTERNAL_DIR, EXTERNAL_FILE = "external", "external.json"
 SAMPLES_FILE = "samples.json"
+PROBES_FILE = "probes.json"              # a job's probe results (probing/run.py writes it)
+CROSS_FILE = "probes_cross.json"         # a probe run's cross-job results, beside the jobs
+CROSS_GLOB = "probes_cross*.json"        # probes_cross-<data cache key>.json when one study spans several corpora
 # Where conf/config.yaml's hydra.sweep.dir / hydra.run.dir put jobs: <out_root>/<root>/<name>/<job_key>/.
 STUDY_ROOTS = ("multirun", "runs")
 

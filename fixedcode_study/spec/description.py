@@ -25,7 +25,7 @@ __all__ = ["FIXED_REFERENCE", "LADDER_INPUTS", "MATCHED_REFERENCE", "OUTPUT_INPU
 FIXED_REFERENCE = "binary16"            # the ladder's "fixed input" column
 MATCHED_REFERENCE = "binary16_sizematched"
 LADDER_INPUTS = {"learned": "learned", "fixed": FIXED_REFERENCE, "matched": MATCHED_REFERENCE}  # role -> input
-OUTPUT_INPUTS = ("learned", FIXED_REFERENCE)  # the inputs `describe --outputs` pairs every head with
+OUTPUT_INPUTS = ("learned", FIXED_REFERENCE)  # the inputs `describe outputs=true` pairs every head with
 OUTPUT_ORDER = ("untied", "tied", "fixed", "fixed_gaussian", "bitchain", "bitchain_gf2")  # reading order; others after
 
 

@@ -2,6 +2,7 @@
 
 study.py     the sweeps/*.yaml format and its expansion into jobs (Hydra's own sweeper grammar)
 cost.py      what a study costs: FLOPs of the built models, tokens, time at a stated rate
+rates.py     the rates a cost assumes (the sweep command's settings)
 progress.py  what its job directories already hold (completed / stale / partial) and the time the
              rest takes at the speed its own completed jobs ran
 grids.py     running a study's grids as `python -m fixedcode_study.run -m ...` subprocesses

@@ -1,5 +1,5 @@
 """What a study costs, before any job runs: each job's size and FLOPs from the model it builds, the
-study's total in FLOPs, CPU hours and GPU hours, and the plan printed with it (`--dry-run`).
+study's total in FLOPs, CPU hours and GPU hours, and the plan printed with it (`fixedcode sweep <study> dry_run=true`).
 
 Every job's model is built on the meta device (shapes only: instant even for the 1.7B preset) from
 its resolved spec (`build.build_decoder` of spec.model, the build training uses, size matching
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,29 +21,13 @@ from ..accounting import parameter_groups
 from ..build import build_decoder
 from ..errors import ConfigError
 from .progress import COMPLETED, NEW, PARTIAL, STALE, JobProgress, remaining
+from .rates import CPU_GFLOPS, GPU_MFU, GPU_PEAK_TFLOPS, Rates
 from .study import Job, Study, in_job, launch_overrides
 
 __all__ = ["CPU_GFLOPS", "CPU_JOB_OVERHEAD_S", "GPU_MFU", "GPU_PEAK_TFLOPS", "Rates", "cost_summary",
            "describe_plan", "job_facts"]
 
-# Cost assumptions, stated once (overridable on the command line).
-GPU_PEAK_TFLOPS = 989.0   # H100 SXM dense bf16
-GPU_MFU = 0.40
-# Effective training FLOP/s on a 2-core CPU box: FLOPs (accounting.flops_per_token, PaLM's 6N + 12 L H D T)
-# over wall time at the CPU default (bf16-mixed + compile, two jobs side by side): sweeps/model_size's
-# 9.37e14 FLOPs took 3,188 s on 2 idle AMX cores (2026-12-01), ~300 GFLOP/s after the per-job overhead
-# below. fp32 eager one job at a time was ~108. A calibration, not a peak: override with --cpu-gflops.
-CPU_GFLOPS = 300.0
 CPU_JOB_OVERHEAD_S = 10.0  # W&B and trainer start, validation passes, checkpoint (measured ~7 s)
-
-
-@dataclass(frozen=True)
-class Rates:
-    """The throughput a cost estimate assumes."""
-
-    peak_tflops: float = GPU_PEAK_TFLOPS
-    mfu: float = GPU_MFU
-    cpu_gflops: float = CPU_GFLOPS
 
 
 def job_facts(jobs: list[Job]) -> list[dict[str, Any]]:

@@ -74,3 +74,18 @@ def plan_workers(configs: Sequence[Mapping[str, Any]], n_jobs: Any = "auto", thr
     else:
         jobs = 1
     return max(1, min(jobs, len(configs))), threads
+
+
+def side_by_side(jobs: Sequence[Any], progress: Sequence[Any]) -> int:
+    """How many of a study's jobs (studies.study.Job) not yet completed (studies.progress) the
+    launcher runs at once: plan_workers over their composed configs, 1 for hydra/launcher=basic."""
+    from .progress import COMPLETED
+
+    left = [job.spec.composed for job, p in zip(jobs, progress) if p.state != COMPLETED]
+    launcher = jobs[0].launcher
+    if not left or "n_jobs" not in launcher:
+        return 1  # hydra/launcher=basic: one after another
+    try:
+        return plan_workers(left, launcher.get("n_jobs"), launcher.get("threads_per_job"))[0]
+    except ConfigError:
+        return 1

@@ -1,5 +1,5 @@
 """What a study has done already, read from its job directories before anything launches, and what
-the rest will take at the speed its own completed jobs ran (`sweep --dry-run`; issue 25).
+the rest will take at the speed its own completed jobs ran (`sweep dry_run=true`; issue 25).
 
 The FLOPs rate of cost.py is a calibration on one preset, and at other widths it is far off (the
 compute ladder's jobs ran 6-10x slower than it says: per-step overhead and the V x d head dominate

@@ -7,11 +7,15 @@ command summarises the list the launch returns (`summary_lines`). Nothing is kep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["NOT_STARTED", "JobResult", "summary_lines"]
+if TYPE_CHECKING:  # the training stack is not loaded to name it: cli/run.py reads JobResult before any job
+    from ..training.job import JobOutcome
+
+__all__ = ["NOT_STARTED", "JobResult", "job_result", "summary_lines"]
 
 NOT_STARTED = "not_started"
 ACTIONS = ("skipped", "reused", "trained", "evaluated")
@@ -34,6 +38,31 @@ class JobResult:
     @property
     def failed(self) -> bool:
         return self.action == "failed" or (self.action not in ("preempted", NOT_STARTED) and self.status != "completed")
+
+
+def job_result(job_dir: Path, outcome: JobOutcome, say: Callable[..., None]) -> JobResult:
+    """A job's outcome (training/job.py) as its JobResult; its one result line goes to `say` (the
+    terminal, and the job's log)."""
+    record = outcome.record
+    final = record.get("final") or {}
+    if outcome.action == "skipped":
+        say(f"[run] {job_dir} already completed; skipping (force=true retrains it)", log=False)  # untouched
+        return JobResult(str(job_dir), "skipped", record.get("status", ""), val_loss=final.get("val_loss"))
+    if not outcome.ok:
+        error = (record.get("eval") or {}).get("error") or record.get("error")
+        say(f"[run] job {job_dir.name} {record['status']}: the trained weights are kept; re-running retries "
+            f"the evaluation ({(record.get('eval') or {}).get('error')}; details in {JobDir(job_dir).log_file})",
+            err=True)
+        return JobResult(str(job_dir), outcome.action, record["status"], f"{record['status']}: {error}",
+                         final.get("val_loss"))
+    numbers = f"val_loss={final['val_loss']:.4f} val_ppl={final['val_ppl']:.2f}"
+    if outcome.action == "reused":
+        say(f"[run] {job_dir.name}: reused {(record.get('reused_from') or {}).get('job_dir')} ({numbers})")
+    else:
+        resumed = f", resumed from step {record['resumed_from_step']}" if record.get("resumed_from_step") else ""
+        what = "evaluated" if outcome.action == "evaluated" else f"{record['tokens_per_second']:.0f} tokens/s{resumed}"
+        say(f"[run] {job_dir.name}: {numbers} val_bpb={final['val_bpb']:.4f} ({what}) -> {job_dir}")
+    return JobResult(str(job_dir), outcome.action, record["status"], val_loss=final.get("val_loss"))
 
 
 def summary_lines(results: Sequence[JobResult]) -> tuple[list[str], str | None]:

@@ -8,7 +8,7 @@ A study file holds
   grids        list of {override key: [values]}; each grid is one Hydra multirun (a Cartesian
                product), and the study is the union of its grids
   scales       {paper: {key: value or [values]}}: overrides for a named scale; cpu = the defaults
-  cost         notes on the cost; `fixedcode sweep <study> --dry-run` recomputes it (studies/cost.py)
+  cost         notes on the cost; `fixedcode sweep <study> dry_run=true` recomputes it (studies/cost.py)
 
 Why a launcher over Hydra-native `hydra.sweeper.params` configs: Hydra's basic sweeper only takes
 one Cartesian product per launch, and most studies are unions of products (a learned reference
@@ -40,7 +40,8 @@ from ..errors import ConfigError
 from ..spec import JobSpec
 
 __all__ = ["SCALES", "Job", "Study", "available_studies", "distinct_jobs", "expand", "format_value", "in_job",
-           "grid_overrides", "job_overrides", "launch_overrides", "load_study", "scale_overrides"]
+           "grid_overrides", "job_overrides", "launch_overrides", "load_study", "scale_overrides",
+           "study_listing"]
 
 SCALES = ("cpu", "paper")
 
@@ -58,6 +59,16 @@ class Study:
 
 def available_studies() -> list[str]:
     return sorted(p.stem for p in SWEEPS_DIR.glob("*.yaml"))
+
+
+def study_listing() -> list[str]:
+    """One line per study of sweeps/: its name, job count per scale and the first line of its aim."""
+    lines = []
+    for name in available_studies():
+        study = load_study(name)
+        counts = " / ".join(f"{n} {scale}" for scale, n in study.jobs.items())
+        lines.append(f"{name:<16} {counts} jobs  {study.description.splitlines()[0]}")
+    return lines
 
 
 def load_study(name: str) -> Study:
@@ -105,7 +116,7 @@ def grid_overrides(grid: dict[str, list[Any]], replacements: list[str]) -> list[
 
 def scale_overrides(study: Study, scale: str) -> list[str]:
     if scale not in SCALES:
-        raise ConfigError("--scale", f"unknown scale {scale!r}", f"use one of {', '.join(SCALES)}")
+        raise ConfigError("scale", f"unknown scale {scale!r}", f"use one of {', '.join(SCALES)}")
     values = study.scales.get(scale) or {}
     return [f"{k}={','.join(format_value(v) for v in (vs if isinstance(vs, list) else [vs]))}"
             for k, vs in values.items()]

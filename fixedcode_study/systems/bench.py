@@ -1,4 +1,4 @@
-"""Systems cost of each input interface (the library behind `python -m fixedcode_study.bench`).
+"""Systems cost of each input interface (the library behind `fixedcode bench`).
 
 For one model preset and each input variant it measures, in one process and with identical shapes:
   training step time and tokens/s   one optimizer step exactly as `run` takes it (systems/fit.py: a
@@ -28,7 +28,6 @@ import platform
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,41 +41,8 @@ from ..spec import JobSpec
 from .bench_report import BENCH_VERSION, compare_with_reference, side_by_side_mfu, state_only, variant_rows
 from .fit import STEP, Setting
 from .meters import PeakMeters
-from .timing import (SCHEDULE_NAMES, check_settings, memory_pass, parallel_row, pass_plan, resolve_schedule,
-                     resolve_settings, subjects, timed_passes)
-
-DEVICES = ("auto", "cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    """How the benchmark runs (the command's options; every value checked here, one line each)."""
-
-    steps: int = 10             # timed steps per model, over all passes (median reported)
-    warmup: int = 2             # untimed steps at the start of every fit
-    memory_steps: int = 2       # steps per model in the peak-memory pass (0 counts as 1)
-    reference: bool = True      # also run the HF LlamaForCausalLM reference
-    device: str = "auto"        # auto | cpu | cuda
-    schedule: str = "auto"      # auto | abba | interleaved (abba's former name) | sequential
-    settings: str = "default"   # default | all | a comma-separated list of systems.fit.SETTINGS names
-    jobs: int = 1               # CPU: also time N jobs side by side
-
-    def __post_init__(self) -> None:
-        if self.steps < 1:
-            raise ConfigError("steps", f"{self.steps} timed steps", "pass steps >= 1 (--steps)")
-        if self.warmup < 0:
-            raise ConfigError("warmup", f"{self.warmup} warm-up steps", "pass warmup >= 0 (--warmup)")
-        if self.memory_steps < 0:
-            raise ConfigError("memory_steps", f"{self.memory_steps} steps", "pass memory_steps >= 1 (--memory-steps)")
-        if self.device not in DEVICES:
-            raise ConfigError("device", f"unknown device {self.device!r}", f"use one of {', '.join(DEVICES)}")
-        if self.schedule not in SCHEDULE_NAMES:
-            raise ConfigError("schedule", f"unknown schedule {self.schedule!r}",
-                              f"use one of {', '.join(SCHEDULE_NAMES)}")
-        check_settings(self.settings)
-        if self.jobs < 1 or (self.jobs > 1 and self.device == "cuda"):
-            raise ConfigError("jobs", f"got {self.jobs} on {self.device}", "use jobs >= 1, and > 1 only on CPU")
-
+from .options import BenchOptions
+from .timing import memory_pass, parallel_row, pass_plan, resolve_schedule, resolve_settings, subjects, timed_passes
 
 def pick_device(arg: str) -> torch.device:
     if arg == "auto":
@@ -91,7 +57,7 @@ def warn_about_load(device: torch.device, log: Callable[[str], None]) -> tuple[f
     if device.type == "cpu" and torch.get_num_threads() > 1 and load[0] > (os.cpu_count() or 1):
         log(f"note: load average {load[0]:.1f} exceeds {os.cpu_count()} cores; with "
             f"{torch.get_num_threads()} threads each step waits on descheduled workers, so absolute "
-            "timings are unreliable (--threads 1 is steadier on a shared machine)")
+            "timings are unreliable (threads=1 is steadier on a shared machine)")
     return load
 
 
@@ -107,7 +73,7 @@ def preflight(specs: dict[str, JobSpec], options: BenchOptions, reference_spec: 
     chosen = resolve_settings(options.settings, first, device)
     if any(s.compile for s in chosen) and options.warmup < 1:
         raise ConfigError("warmup", "0 with a compiled setting: the compile would be timed as a step",
-                          "pass warmup >= 1 (--warmup)")
+                          "pass warmup>=1")
     reference = None
     if options.reference:
         reference = reference_spec if reference_spec is not None else specs.get("learned")
@@ -117,9 +83,9 @@ def preflight(specs: dict[str, JobSpec], options: BenchOptions, reference_spec: 
         head = reference.model.output.get("type", "untied")  # absent: the untied head
         if head != "untied":  # LlamaForCausalLM's lm_head is a V x d matrix: only the untied head maps onto it
             raise ConfigError("output", f"the HF LlamaForCausalLM reference has an untied head, not output={head}",
-                              "bench other heads with no_reference=true (--no-reference), or compare heads with bench-output")
+                              "bench other heads with reference=false, or compare heads with bench-output")
         require_gated_mlp(reference.model.preset, "the HF LlamaForCausalLM reference",
-                          "bench a GELU model with no_reference=true (--no-reference)")
+                          "bench a GELU model with reference=false")
     return device, chosen, reference, resolve_schedule(options.schedule, options.steps)
 
 

@@ -1,4 +1,4 @@
-"""Cost of the input layer alone (`python -m fixedcode_study.bench_input [options] [hydra overrides]`).
+"""Cost of the input layer alone (`fixedcode bench-input [options] [hydra overrides]`).
 
 Forward and backward time of each input interface at a given width, by default the paper's
 (V = 49,152, d_model = 2,048) on a batch of 8 x 2048 tokens:
@@ -10,12 +10,12 @@ Forward and backward time of each input interface at a given width, by default t
              training step also pays for the learned input; 0 for fixed codes
 Timing is interleaved across variants (one repeat of each in turn), medians reported.
 
-`--prototypes` also times candidate forward implementations of the fixed codes (same outputs,
+`prototypes=true` also times candidate forward implementations of the fixed codes (same outputs,
 checked bit-exactly against the module), to size proposed changes to the inputs package.
 
 Examples:
-  python -m fixedcode_study.bench_input                               # paper width, 8 x 2048
-  python -m fixedcode_study.bench_input --batch 2 --seq 2048 --prototypes
+  fixedcode bench-input                               # paper width, 8 x 2048
+  fixedcode bench-input batch=2 seq=2048 prototypes=true
 
 The command (cli/bench_input.py) composes each variant's config and resolves its JobSpec; this
 module takes the specs and the options (`InputBenchOptions`).
@@ -28,7 +28,6 @@ import os
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -36,32 +35,7 @@ import torch
 from ..errors import ConfigError
 from ..inputs import FixedCode, InputInterface, build_input
 from ..spec import JobSpec
-
-PAPER_VOCAB, PAPER_D_MODEL = 49_152, 2_048
-DEVICES = ("auto", "cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class InputBenchOptions:
-    """The width, batch and repeats of the input-layer benchmark (checked here, one line each)."""
-
-    vocab_size: int = PAPER_VOCAB
-    d_model: int = PAPER_D_MODEL
-    batch: int = 8
-    seq: int = 2048
-    repeats: int = 5
-    device: str = "auto"       # auto | cpu | cuda
-    prototypes: bool = False   # also time candidate fixed-code forwards
-
-    def __post_init__(self) -> None:
-        for field, key, value in (("vocab_size", "vocab", self.vocab_size), ("d_model", "d_model", self.d_model),
-                                  ("batch", "batch", self.batch), ("seq", "seq", self.seq),
-                                  ("repeats", "repeats", self.repeats)):
-            if value < 1:
-                raise ConfigError(field, f"{value} is not positive", f"pass {key} >= 1")
-        if self.device not in DEVICES:
-            raise ConfigError("device", f"unknown device {self.device!r}", f"use one of {', '.join(DEVICES)}")
-
+from .options import PAPER_D_MODEL, PAPER_VOCAB, InputBenchOptions
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":

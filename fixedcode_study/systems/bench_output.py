@@ -1,4 +1,4 @@
-"""Cost of each output head (`python -m fixedcode_study.bench_output [options] [hydra overrides]`).
+"""Cost of each output head (`fixedcode bench-output [options] [hydra overrides]`).
 
 Two parts, each one row per head of conf/output (untied, tied, fixed, fixed_gaussian, bitchain,
 bitchain_gf2), every ratio against the untied head (the paper's):
@@ -54,48 +54,13 @@ from ..heads import OutputHead, build_output, check_output, output_flops_per_tok
 from ..spec import JobSpec
 from ..training.speed import loss_functions
 from .bench import pick_device
-from .bench_input import PAPER_D_MODEL, PAPER_VOCAB
+from .options import OutputBenchOptions
 from .fit import SETTINGS
 from .meters import PeakMeters, sync
 from .timing import Subject, interleaved_calls, pass_plan, resolve_schedule, timed_passes
 
 BASELINE = "untied"
-PARTS = ("all", "head", "model")
 BENCH_OUTPUT_VERSION = 1
-
-
-@dataclass(frozen=True)
-class OutputBenchOptions:
-    """The width, batch and repeats of the head benchmark (checked here, one line each)."""
-
-    vocab_size: int = PAPER_VOCAB
-    d_model: int = PAPER_D_MODEL
-    batch: int = 4             # sequences: B of the head part's h (B, T, d); generation's B in both parts
-    seq: int = 512             # T of the head part
-    repeats: int = 3           # timed calls per head (head part; generation in the model part)
-    device: str = "auto"       # auto | cpu | cuda
-    part: str = "all"          # all | head | model
-    steps: int = 6             # model part: timed optimizer steps per head (over two passes)
-    warmup: int = 2            # model part: untimed steps at the start of every fit
-    setting: str = "fp32"      # model part: a systems.fit.SETTINGS name
-    prompt_len: int = 32       # model part: prompt tokens per sequence
-    new_tokens: int = 32       # model part: greedy tokens generated per sequence
-
-    def __post_init__(self) -> None:
-        for field, value in (("vocab", self.vocab_size), ("d_model", self.d_model), ("batch", self.batch),
-                             ("seq", self.seq), ("repeats", self.repeats), ("steps", self.steps),
-                             ("prompt_len", self.prompt_len), ("new_tokens", self.new_tokens)):
-            if value < 1:
-                raise ConfigError(field, f"{value} is not positive", f"pass {field} >= 1")
-        if self.warmup < 0:
-            raise ConfigError("warmup", f"{self.warmup} warm-up steps", "pass warmup >= 0")
-        for field, value, allowed in (("device", self.device, ("auto", "cpu", "cuda")), ("part", self.part, PARTS),
-                                      ("setting", self.setting, tuple(SETTINGS))):
-            if value not in allowed:
-                raise ConfigError(field, f"unknown {field} {value!r}", f"use one of {', '.join(allowed)}")
-        if SETTINGS[self.setting].compile and self.warmup < 1:
-            raise ConfigError("warmup", "0 with a compiled setting: the compile would be timed as a step",
-                              "pass warmup >= 1")
 
 
 def _median_ms(values: list[float]) -> float:

@@ -113,7 +113,7 @@ def state_only(specs: dict[str, JobSpec]) -> dict[str, Any]:
 
 
 def state_report(specs: dict[str, JobSpec], overrides: list[str]) -> dict[str, Any]:
-    """The --state-only report: no model is run, nothing is allocated."""
+    """The state_only=true report: no model is run, nothing is allocated."""
     first = next(iter(specs.values()))
     return {"bench_version": BENCH_VERSION, "overrides": list(overrides), "model": first.model_name,
             "architecture": first.model.preset.to_dict(), "state_accounting": state_only(specs)}

@@ -1,7 +1,7 @@
 """The benchmark's passes over the models: which settings run, in which order the fits are timed,
 the peak-memory pass after them, and N jobs side by side.
 
-Settings (`--settings`): how each model is run, side by side in the same process --
+Settings (`settings=`): how each model is run, side by side in the same process --
   fp32           trainer.precision=32-true, eager
   fp32_compiled  32-true, torch.compile (training/speed.py: the whole model, and the loss)
   bf16           bf16-mixed (Lightning's autocast plugin), eager
@@ -23,7 +23,7 @@ Single calls (`interleaved_calls`, the head bench): when each timed unit is one 
 fit, the calls of all subjects alternate within one process: an untimed warm-up call of each, then
 `repeats` rounds in order and reversed in turn (A B C, C B A, ...), so load drift hits all alike.
 
-Jobs side by side (`--jobs N`, CPU): N spawned processes with cores/N threads each, started
+Jobs side by side (`jobs=N`, CPU): N spawned processes with cores/N threads each, started
 together, each timing its own fit of the same model; their tokens/s summed is what a parallel sweep
 gets (hydra/launcher=parallel).
 """
@@ -49,7 +49,6 @@ from .fit import DEFAULT_ALL, REFERENCE, SETTINGS, Setting, fit_steps
 from .meters import PeakMemory, PeakMeters, checkpoint_bytes
 
 SCHEDULES = ("abba", "sequential")
-SCHEDULE_NAMES = ("auto", "abba", "interleaved", "sequential")  # auto and interleaved (its former name): abba
 
 
 # -- which settings, which order -------------------------------------------------------------------
@@ -64,7 +63,7 @@ def default_setting(spec: JobSpec, device: torch.device) -> Setting:
 
 
 def check_settings(spec: str) -> list[str]:
-    """The parts of a `--settings` value, each `default`, `all` or a SETTINGS name."""
+    """The parts of a `settings=` value, each `default`, `all` or a SETTINGS name."""
     parts = [p for p in spec.split(",") if p]
     for part in parts:
         if part not in ("all", "default") and part not in SETTINGS:

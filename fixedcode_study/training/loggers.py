@@ -15,7 +15,7 @@ put all runs on one axis:
   are plotted against `tokens`, training tokens seen: the same quantity at any batch size, device
   count or resume, which steps are not;
 - their summary is W&B's default, the last logged value as a plain number: the last validation, the
-  number runs tables and `analysis --wandb` read. A `min` or `max` mode would turn each summary value
+  number runs tables and `analyze wandb=` read. A `min` or `max` mode would turn each summary value
   into a `{"min": ...}` dict and quietly pick the best point on validation data;
 - `final/*`, `params/*`, `eval/<task>/<metric>`, `status`, `tokens_seen` and `results` are summary
   only (`sync_record`), never history, so they have no step metric: they are the run's final numbers;

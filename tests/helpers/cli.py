@@ -1,9 +1,11 @@
-"""Run `python -m fixedcode_study.run <argv>` inside the test process, as the real command line runs.
+"""Run `python -m fixedcode_study.run <argv>` (or any `fixedcode <verb> <argv>`) inside the test process,
+as the real command line runs.
 
 A subprocess pays several seconds per call for importing torch, Lightning, Hydra and W&B; most CLI
 tests check what the command does (job directories, records, exit codes, its own lines), not the
-process itself. `run_cli(argv)` calls `fixedcode_study.cli.run.cli` with `argv` as sys.argv and
-returns what a subprocess would: the exit code and the text written to stdout and stderr.
+process itself. `run_cli(argv)` calls `fixedcode_study.cli.run.main(argv)` and `fixedcode(argv)` the
+front door's dispatcher (`fixedcode_study.cli.__main__.main`); each returns what a subprocess would:
+the exit code and the text written to stdout and stderr.
 
 The output is captured at the file-descriptor level: fds 1 and 2 point at temporary files and
 sys.stdout / sys.stderr are streams on fds 1 and 2 while the command runs, so console.job_console
@@ -144,18 +146,14 @@ def _read(handle: BinaryIO) -> str:
     return handle.read().decode("utf-8", "replace")
 
 
-def run_cli(argv: list[str], cwd: Path | str | None = None) -> Completed:
-    """`python -m fixedcode_study.run *argv` (run from `cwd`), in this process."""
-    from fixedcode_study.cli import run as run_module
-
+def _in_process(entry, argv: list[str], cwd: Path | str | None, shown: list[str]) -> Completed:
     code = 0
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         with _process_state_restored(), _terminal(out, err):
-            sys.argv = ["fixedcode_study/run.py", *argv]
             if cwd is not None:
                 os.chdir(cwd)
             try:
-                run_module.cli()
+                code = entry(list(argv)) or 0
             except SystemExit as stop:
                 code = _exit_code(stop)
             except Exception:  # noqa: BLE001 - what Python prints before it exits 1 (Hydra reports most itself)
@@ -163,7 +161,21 @@ def run_cli(argv: list[str], cwd: Path | str | None = None) -> Completed:
 
                 traceback.print_exc()
                 code = 1
-        return Completed(["fixedcode_study.run", *argv], code, _read(out), _read(err))
+        return Completed(shown, code, _read(out), _read(err))
 
 
-__all__ = ["Completed", "run_cli"]
+def run_cli(argv: list[str], cwd: Path | str | None = None) -> Completed:
+    """`python -m fixedcode_study.run *argv` (run from `cwd`), in this process."""
+    from fixedcode_study.cli import run as run_module
+
+    return _in_process(run_module.main, argv, cwd, ["fixedcode_study.run", *argv])
+
+
+def fixedcode(argv: list[str], cwd: Path | str | None = None) -> Completed:
+    """`fixedcode *argv` (run from `cwd`), in this process."""
+    from fixedcode_study.cli.__main__ import main
+
+    return _in_process(main, argv, cwd, ["fixedcode", *argv])
+
+
+__all__ = ["Completed", "fixedcode", "run_cli"]

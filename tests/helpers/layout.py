@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # Inside fixedcode_study.analysis (its __init__, docstring only, at the bottom).
 ANALYSIS_LAYERS: tuple[tuple[str, ...], ...] = (
     ("", "errors"), ("read",), ("stats",), ("tables",), ("results",), ("figures",), ("sections",), ("report",),
-    ("dashboard",), ("__main__",), ("summaries",), ("regenerate",),
+    ("dashboard",), ("entry",), ("summaries",), ("regenerate",),
 )
 COMMAND_LINES = 120  # a command module parses, resolves and calls the library: no more
 FRONT_DOOR = (f"{PACKAGE}.cli", f"{PACKAGE}.config")  # where a config may be composed
@@ -121,7 +121,7 @@ def _rank(layers: tuple[tuple[str, ...], ...], part: str) -> int | None:
 def layer_of(name: str, modules: dict[str, Source] | set[str]) -> tuple[str, int] | None:
     """(layer name, rank) of a module; None when no layer claims it.
 
-    The aliases beside the package (fixedcode_study/<verb>.py for every cli/<verb>.py, and
+    The spellings beside the package (fixedcode_study/run.py, for cli/run.py, and
     fixedcode_study/__main__.py) and the checkout's `analysis` alias package are commands."""
     parts = name.split(".")
     cli = ("cli", _rank(LAYERS, "cli"))

@@ -1,4 +1,4 @@
-"""Outside models evaluated with `python -m fixedcode_study.evaluate hf=...` (external.json records).
+"""Outside models evaluated with `fixedcode evaluate hf=...` (external.json records).
 
 They are references, like the paper's numbers: shown as marked rows of the downstream table (name
 and revision in the label) and never part of a statistic. Each is read from its own record under a

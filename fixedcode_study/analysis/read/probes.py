@@ -1,4 +1,4 @@
-"""Read representation-probe results (`python -m fixedcode_study.probe`) for a Study's included jobs.
+"""Read representation-probe results (`fixedcode probe`) for a Study's included jobs.
 
 Two files, written by fixedcode_study/probing/run.py (definitions of every measure:
 fixedcode_study/probing/__init__.py):
@@ -34,14 +34,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...record.jobdir import RESULTS_FILE
-
-# The probe side's file names (fixedcode_study/probing/run.py; not imported: that pulls in torch).
-PROBES_FILE = "probes.json"
-CROSS_FILE = "probes_cross.json"
-CROSS_GLOB = "probes_cross*.json"  # probes_cross-<data cache key>.json when one study spans several corpora
+from ...record.jobdir import CROSS_FILE, CROSS_GLOB, PROBES_FILE, RESULTS_FILE
 SCHEMA = 1
-RERUN = "re-run python -m fixedcode_study.probe"
+RERUN = "re-run fixedcode probe"
 FINAL, INIT = "final", "init"
 CROSS_INPUT, SELF = "different inputs, same seed", "same input, different seeds"
 JOB_COLUMNS = ["sweep", "job_key", "input", "variant", "variant_order", "model", "seed", "data"]

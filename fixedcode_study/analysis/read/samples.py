@@ -1,4 +1,4 @@
-"""Generated text of the included jobs (`python -m fixedcode_study.generate checkpoint=<study>`),
+"""Generated text of the included jobs (`fixedcode generate checkpoint=<study>`),
 for a look at what each variant learned: <job>/samples.json, shown per variant in report.md.
 
 Text is never a number in a table, but the same trust rule as the probes holds: a samples.json is
@@ -16,7 +16,7 @@ from .probes import job_identity, staleness
 from ...record.jobdir import SAMPLES_FILE
 
 SHOWN_PER_PROMPT = 2
-RERUN = "re-run python -m fixedcode_study.generate"
+RERUN = "re-run fixedcode generate"
 
 
 def load_samples(study) -> tuple[list[tuple[str, object, dict]], list[str]]:

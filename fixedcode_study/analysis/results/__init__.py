@@ -58,7 +58,7 @@ class ReportOptions:
     primary: tuple[tuple[str, str], ...] = ()    # --primary: the declared family, replacing any study file's
     study: Path | None = None                    # --study FILE.yaml: the study file that declares it
     min_bucket_tokens: float = MIN_TOKENS       # --min-bucket-tokens: smaller breakdown buckets are not tested
-    notes: tuple[str, ...] = ()                  # --note: how and where the jobs ran, shown under What was compared
+    notes: tuple[str, ...] = ()                  # note=: how and where the jobs ran, shown under What was compared
 
     def declared(self, study) -> Declared:
         """The primary family of a report on `study` (read/declared.py)."""

@@ -30,7 +30,7 @@ def build(results, figures_dir: Path) -> Part:
     samples = probes.samples()
     settings = next(iter(probes.records.values()), {}).get("settings") or {}
     lines = ["## Representation probes", "",
-             "- **What.** `python -m fixedcode_study.probe` reads every layer's hidden states (input = what block 1 "
+             "- **What.** `fixedcode probe` reads every layer's hidden states (input = what block 1 "
              "receives, blockN = residual stream after block N, final_norm = what the head reads) and measures "
              "token identity and code bits with linear probes"
              + (f" ({settings['method']})" if settings.get("method") else "")
