@@ -136,3 +136,26 @@ def test_no_regenerated_report_passes_400_lines():
     for report in reports:
         lines = (report / "report.md").read_text().splitlines()
         assert len(lines) <= MAX_LINES, (report.name, len(lines))
+
+
+def test_a_report_without_records_is_marked_unrecorded_once(tmp_path):
+    root = repo_copy(tmp_path)
+    report = regenerate.committed("controls")
+    shutil.rmtree(root / report.runs)  # its records gone: the report can no longer be recomputed
+    assert str(report.report / "report.md") in regenerate.unmarked(root)
+    assert regenerate.regenerate(report, root) == 0
+    text = (root / report.report / "report.md").read_text()
+    assert text.startswith("# ") and text.splitlines()[2] == "<!-- generated:unrecorded:begin -->"
+    assert "Not regenerated: its job records are not committed" in text
+    assert str(report.report / "report.md") not in regenerate.unmarked(root)
+    assert regenerate.regenerate(report, root) == 0  # marking again changes nothing
+    assert (root / report.report / "report.md").read_text() == text
+    # a reader's edit of the banner is found, and the next regenerate restores it
+    (root / report.report / "report.md").write_text(text.replace("not committed", "lost"))
+    assert str(report.report / "report.md") in regenerate.unmarked(root)
+    regenerate.regenerate(report, root)
+    assert (root / report.report / "report.md").read_text() == text
+
+
+def test_every_committed_report_without_records_is_marked():
+    assert regenerate.unmarked() == [], "mark them with: fixedcode regenerate"

@@ -158,7 +158,8 @@ def regenerate(report: Committed, root: Path = PROJECT_ROOT) -> int:
     from .entry import AnalyzeOptions, analyze
 
     if not (root / report.runs).is_dir():
-        print(f"{report.study}: no {report.runs}; the committed report is kept as it is")
+        (root / report.report / "report.md").write_text(marked(report, (root / report.report / "report.md").read_text()))
+        print(f"{report.study}: no {report.runs}; the committed report is kept as written, marked unrecorded")
         return 0
     here = Path.cwd()
     os.chdir(root)
@@ -170,6 +171,43 @@ def regenerate(report: Committed, root: Path = PROJECT_ROOT) -> int:
         if code == 0 and study == report.study:
             shutil.copy2(root / report.report / "figures" / name, root / copy)
     return code
+
+
+UNRECORDED = "unrecorded"  # the generated block that marks a report whose records are not committed
+
+
+def unrecorded_banner(report: Committed) -> list[str]:
+    """What a report without committed records says first: its rows cannot be recomputed, its verdicts
+    are an earlier analysis's, and no summary cites it; how to bring it back."""
+    from .sections.base import wrap
+
+    return wrap(UNRECORDED, [
+        f"> **Not regenerated: its job records are not committed** (no `{report.runs}/`). This report was "
+        "written by an earlier version of the analysis from records that were not kept, so its rows cannot be "
+        "recomputed here, its verdicts come from that version's comparison families (not the primary family "
+        f"its study file declares today), and no generated summary cites it. To bring it back: `fixedcode sweep "
+        f"{report.study}`, then `fixedcode regenerate {report.study} copy_from=outputs/multirun/{report.study}` "
+        f"and `fixedcode regenerate {report.study}`."])
+
+
+def marked(report: Committed, text: str) -> str:
+    """`text` (a report.md) with the unrecorded banner right under its title, replacing an older one."""
+    from .sections.base import BEGIN, END
+
+    banner = "\n".join(unrecorded_banner(report)) + "\n"
+    begin, end = BEGIN.format(key=UNRECORDED), END.format(key=UNRECORDED)
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        return head + banner + rest.split(end + "\n", 1)[-1]
+    title, sep, rest = text.partition("\n")
+    return f"{title}\n\n{banner}{rest if rest.startswith(chr(10)) else chr(10) + rest}" if sep else text + "\n" + banner
+
+
+def unmarked(root: Path = PROJECT_ROOT) -> list[str]:
+    """The committed reports without records whose report.md lacks the current unrecorded banner."""
+    return [str(c.report / "report.md") for c in COMMITTED
+            if not (root / c.runs).is_dir() and (root / c.report / "report.md").is_file()
+            and "\n".join(unrecorded_banner(c)) not in (root / c.report / "report.md").read_text()]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,13 +245,14 @@ def run(args: RegenerateOptions) -> int:
                 print(f"copied {n} job record(s) into {folder}")
             return 0
         if args.check:
-            problems = [f"stale: {s}" for s in summaries.stale()] + [f"claim outside a block: {c}"
-                                                                     for c in summaries.lint()]
+            problems = ([f"stale: {s}" for s in summaries.stale()]
+                        + [f"claim outside a block: {c}" for c in summaries.lint()]
+                        + [f"not marked unrecorded: {r} (fixedcode regenerate marks it)" for r in unmarked()])
             for line in problems:
                 print(line)
             if problems:
-                print(f"{len(problems)} problem(s); regenerate with fixedcode regenerate summaries=true "
-                      "and move findings into generated blocks")
+                print(f"{len(problems)} problem(s): fixedcode regenerate rewrites stale blocks and marks "
+                      "unrecorded reports; a finding written by hand goes into a generated block or goes")
             return 1 if problems else 0
         if not args.summaries:
             for report in [committed(n) for n in args.studies] or COMMITTED:
