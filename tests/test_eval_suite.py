@@ -115,7 +115,7 @@ def test_lm_eval_cli_runs_our_model_with_generated_task_folder(trained, tmp_path
     ckpt, root = trained
     folder = write_tasks(["hellaswag", HELDOUT_PPL], tmp_path / "tasks", data_dir=SHARED_EVAL, prepared_root=root)
     monkeypatch.setattr(sys, "argv", [
-        "lm_eval", "--model", "fixedcode", "--model_args", f"checkpoint={ckpt}", f"tasks={f}""hellaswag,{HELDOUT_PPL}",
+        "lm_eval", "--model", "fixedcode", "--model_args", f"checkpoint={ckpt}", "--tasks", f"hellaswag,{HELDOUT_PPL}",
         "--include_path", str(folder.include_path), "--limit", "2", "--batch_size", "4", "--device", "cpu",
         "--output_path", str(tmp_path / "out"),
     ])

@@ -119,12 +119,13 @@ def test_auto_sizes_the_pool_from_cores_threads_and_the_trainer():
 
 
 def test_a_reused_job_is_reported_as_reused(capsys):
-    from fixedcode_study.cli import run
+    from fixedcode_study.cli.run import say
+    from fixedcode_study.studies.results import job_result
     from fixedcode_study.training.job import JobOutcome
 
     record = {"status": "completed", "final": {"val_loss": 4.5, "val_ppl": 90.0171, "val_bpb": 3.3},
               "reused_from": {"job_dir": "/out/multirun/main/input=gf2,seed=1"}}
-    result = run._report(Path("/out/multirun/controls/input=gf2,seed=1"), JobOutcome("reused", record))
+    result = job_result(Path("/out/multirun/controls/input=gf2,seed=1"), JobOutcome("reused", record), say)
     assert capsys.readouterr().out.strip() == (
         "[run] input=gf2,seed=1: reused /out/multirun/main/input=gf2,seed=1 (val_loss=4.5000 val_ppl=90.02)")
     assert result.action == "reused" and not result.failed

@@ -49,6 +49,8 @@ def job_result(job_dir: Path, outcome: JobOutcome, say: Callable[..., None]) -> 
         say(f"[run] {job_dir} already completed; skipping (force=true retrains it)", log=False)  # untouched
         return JobResult(str(job_dir), "skipped", record.get("status", ""), val_loss=final.get("val_loss"))
     if not outcome.ok:
+        from ..record.jobdir import JobDir
+
         error = (record.get("eval") or {}).get("error") or record.get("error")
         say(f"[run] job {job_dir.name} {record['status']}: the trained weights are kept; re-running retries "
             f"the evaluation ({(record.get('eval') or {}).get('error')}; details in {JobDir(job_dir).log_file})",
