@@ -126,6 +126,18 @@ def test_another_setting_is_not_reused(studies, no_training):
         assert not job.results.exists()
 
 
+def test_a_job_that_keeps_snapshots_is_trained_not_reused(studies, no_training):
+    # keep_every_steps is not a setting that changes a number (same fingerprint), but a reuse links the
+    # final weights only: the job would be `completed` without the snapshots it was asked to keep.
+    cfg, job = job_in(studies["root"], "snapshots", ("checkpoint.keep_every_steps=4",))
+    spec = JobSpec.from_cfg(cfg)
+    assert spec.fingerprint["sha"] == results(studies["source"])["fingerprint"]["sha"]
+    assert decide(spec, job).action == TRAIN
+    with pytest.raises(WouldTrain):
+        run_job(spec, job.path)
+    assert not job.results.exists()
+
+
 def test_reuse_false_and_force_true_train(studies, no_training):
     cfg, job = job_in(studies["root"], "d", ("reuse=false",))
     assert cfg.reuse is False and "reuse" not in job.name  # reuse= is out of the job key and the fingerprint

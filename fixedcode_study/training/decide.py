@@ -6,7 +6,9 @@
   finish   trained (final weights saved) but not completed, or a new evaluation is asked: only the
            remaining work (W&B catch-up, evaluation), never a second training
   reuse    no record yet, and a completed job of another study has this very fingerprint (settings
-           and training source): linked in, not retrained (record/reuse.py; `reuse=false` turns it off)
+           and training source): linked in, not retrained (record/reuse.py; `reuse=false` turns it off).
+           Not for a job that keeps snapshots (checkpoint.keep_every_steps > 0): a reuse links the
+           final weights only, and such a job would be `completed` without what it was asked to keep
   train    otherwise: from step 0, or from last.ckpt when a previous attempt left one
 
 `decide` reads results.json, last.ckpt's fingerprint and (for reuse) the study roots' records; it
@@ -50,7 +52,7 @@ def decide(spec: JobSpec, job: JobDir) -> Decision:
     if previous and job.is_trained(previous):
         wanted = spec.eval is not None and needs_eval(previous, spec)
         return Decision(SKIP if previous.get("status") == COMPLETED and not wanted else FINISH, previous, wanted)
-    if not previous and spec.reuse:
+    if not previous and spec.reuse and not spec.checkpoint.keep_every_steps:
         sources = completed_sources(Path(spec.out_root), str(spec.fingerprint["sha"]), exclude=job.path.resolve())
         if sources:
             return Decision(REUSE, previous, sources=tuple(sources))
