@@ -348,7 +348,7 @@ def test_single_seed_uses_lm_eval_stderr_and_no_ci(tmp_path):
     assert [[r[2], r[3], r[4], r[5], r[8], r[10], r[11]] for r in diff_rows] == [
         ["n/a (n<2)", "1/1", "+0.020", "n/a", "n/a", "n/a", "n/a (n<2)"],
         ["n/a (n<2)", "1/1", "+0.0100", "n/a", "n/a", "n/a", "n/a (n<2)"]]
-    assert not (out / "tables" / "reference.md").exists()  # only with --reference
+    assert not (out / "tables" / "reference.md").exists()  # only with reference=true
     for stem in ("val_ppl_vs_tokens", "eval_metrics"):
         assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
 

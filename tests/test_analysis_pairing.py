@@ -109,7 +109,7 @@ def test_crn_study_uses_paired_tests_that_match_scipy(crn_report):
     report = (out / "report.md").read_text()
     findings = report.split("## Findings\n")[1].split("\n## ")[0]
     assert report.index("## Primary comparisons") < report.index("## Findings") < report.index("## Comparisons")
-    assert "The study declares 3 comparison(s) in --primary:" in report.split("## Findings")[0]
+    assert "The study declares 3 comparison(s) in the command's primary=:" in report.split("## Findings")[0]
     assert "- **binary16 − learned**, val bpb ↓: binary16 is *worse* than learned" in findings
     assert "- **gf2 − binary16**, val bpb ↓: gf2 and binary16 are *equivalent* within ±0.01" in findings
     assert "3 primary rows: 2 worse, 1 equivalent." in findings and "Seeds that would settle" not in findings
@@ -225,15 +225,15 @@ def test_baseline_and_pairs_options(crn_report, tmp_path):
     assert rows[1][12] == f"{need:,} / — (Δ outside the margin)" and need > 4
     findings = (out / "report.md").read_text().split("## Findings\n")[1].split("\n## ")[0]
     assert "*inconclusive*: neither a difference (Holm p = " in findings and f"{need:,} to show Δ ≠ 0" in findings
-    assert "variant minus baseline (binary16)" in (out / "report.md").read_text()  # the gap figure follows --baseline
+    assert "variant minus baseline (binary16)" in (out / "report.md").read_text()  # the gap figure follows baseline=
 
 
 @pytest.mark.parametrize("args,message", [
     (["pairs=gf2:nosuch"], "no included variant or input named 'nosuch'"),
-    (["baseline=nosuch"], "--baseline 'nosuch'"),
-    (["primary=gf2:nosuch"], "--primary gf2:nosuch: no included variant or input named 'nosuch'"),
-    (["primary=gf2"], "primary= expects A:B[,C:D]"),
-    (["margin=val_bpb"], "--margin expects METRIC=VALUE"),
+    (["baseline=nosuch"], "baseline=nosuch"),
+    (["primary=gf2:nosuch"], "primary=gf2:nosuch: no included variant or input named 'nosuch'"),
+    (["primary=gf2"], "primary: expects A:B[,C:D]"),
+    (["margin=val_bpb"], "margin: expects METRIC=VALUE"),
 ])
 def test_bad_comparison_options_fail_with_one_line(crn_report, tmp_path, args, message):
     sweep, _ = crn_report
@@ -248,7 +248,7 @@ def test_margin_given_for_an_untested_metric_is_noted(crn_report, tmp_path):
     sweep, _ = crn_report
     out = tmp_path / "report"
     assert cli_main([str(sweep), f"out={out}", "margin=val_ppl=3%"]) == 0
-    assert "--margin given for metrics that are not compared here: val_ppl" in (out / "report.md").read_text()
+    assert "margin= given for metrics that are not compared here: val_ppl" in (out / "report.md").read_text()
 
 
 def test_crn_record_is_listed_per_run(crn_report):

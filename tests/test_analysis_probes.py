@@ -374,11 +374,11 @@ def test_study_without_probes_renders_exactly_as_before(tmp_path, monkeypatch):
     assert not list((tmp_path / "with_probe_code").rglob("probe*"))
 
 
-# ------------------------------------------------------------------ probe-only arms (--probe-runs)
+# ------------------------------------------------------------------ probe-only arms (probe_runs=)
 
 
 def test_probe_only_arms_enter_the_probes_and_no_comparison(tmp_path):
-    """`--probe-runs`: gf2 is read beside a learned/binary16 study for the probe section alone, so the
+    """`probe_runs=`: gf2 is read beside a learned/binary16 study for the probe section alone, so the
     comparisons (and their Holm family) are exactly the two-arm study's, while its probes are in."""
     from fixedcode_study.cli.analyze import main as analyze
 
@@ -405,7 +405,7 @@ def test_probe_only_arms_enter_the_probes_and_no_comparison(tmp_path):
 
 
 def test_probe_roots_add_only_the_jobs_the_study_has_not_read(tmp_path):
-    """--probe-runs usually names the study's own parent (`multirun/main --probe-runs multirun`): the
+    """probe_runs= usually names the study's own parent (`multirun/main probe_runs= multirun`): the
     second reading adds the probe-only arms and reads none of the study's jobs again, and the two
     readings together hold exactly the jobs one reading of every root finds."""
     from fixedcode_study.analysis.read.runs import collect_run_dirs

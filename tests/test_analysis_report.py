@@ -276,7 +276,7 @@ def test_results_json_is_read_once_per_job_and_each_estimate_computed_once(break
 
 
 def _reports(root: Path) -> dict[str, Path]:
-    """One report of each fixture shape: main (Welch, downstream, --reference), controls (10 arms with
+    """One report of each fixture shape: main (Welch, downstream, reference=true), controls (10 arms with
     curves), tuning, two sizes (a table per context), output heads, the loss breakdown."""
     from test_analysis_heads import build_heads_sweep
 

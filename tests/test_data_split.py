@@ -98,7 +98,7 @@ def test_a_pretokenized_directory_keeps_the_split_it_was_written_with(corpus, tm
     with pytest.raises(ConfigError, match=r"^data.split: .* was pre-tokenized with split 'name_hash', not 'shuffle'"):
         prepare({"source": "pretokenized", "dir": str(out), "vocab_size": 512, "split": "shuffle"}, progress=False)
     # the same directory, asked again under the other rule, names the setting that differs
-    with pytest.raises(ConfigError, match=r"^--out: .*differs in split: name_hash -> shuffle"):
+    with pytest.raises(ConfigError, match=r"^out: .*differs in split: name_hash -> shuffle"):
         pretokenize(text_files_cfg(corpus, tmp_path, split="shuffle"), out, progress=False)
 
 

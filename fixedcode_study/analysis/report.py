@@ -63,7 +63,7 @@ def report_markdown(parts: list[Part]) -> str:
 
 def jobs_frame(results: Results) -> pd.DataFrame:
     """tables/jobs.csv: one row per job, every number the tables summarise, keyed by run directory;
-    with --probe-runs the probe-only jobs too (probe_only = true)."""
+    with probe_runs=the probe-only jobs too (probe_only = true)."""
     jobs = tables.jobs_table(results.study)
     if results.probe_study is not results.study:
         extra = tables.jobs_table(results.probe_study)
@@ -74,7 +74,7 @@ def jobs_frame(results: Results) -> pd.DataFrame:
 
 def write_report(study, out_dir: Path, options: ReportOptions | None = None, probe_study=None) -> ReportOutput:
     out_dir = Path(out_dir)
-    results = compute(study, options, probe_study)   # before deleting anything: a bad --pairs leaves the old report intact
+    results = compute(study, options, probe_study)   # before deleting anything: a bad pairs=leaves the old report intact
     remove_stale_outputs(out_dir)
     fig_dir, table_dir = out_dir / "figures", out_dir / "tables"
     parts = build_parts(results, fig_dir)

@@ -8,5 +8,5 @@ probes.py    probes.json / probes_cross.json (fresh ones only); samples.py: samp
 variants.py  the row label of a job (input plus the input properties that vary)
 breakdown.py the final validation loss per bucket (results.json val_breakdown) as rows
 ladder.py    model shapes and token budgets as comparison contexts (a compute ladder)
-declared.py  a study's primary comparisons (sweeps/<study>.yaml `primary`, --study, --primary)
+declared.py  a study's primary comparisons (sweeps/<study>.yaml `primary`, study=, primary=)
 """

@@ -11,12 +11,12 @@ A study file may declare
 The analysis tests those comparisons on the study's tested validation metric (val bpb; a tuning
 study's report half) in every comparison context, and Holm runs over them alone: they are the
 only rows worded as findings. Every other row of the report is exploratory. Names resolve as
-`--pairs` names do (stats/comparisons.py resolve: an exact variant label, else the input's plain
+`pairs=` names do (stats/comparisons.py resolve: an exact variant label, else the input's plain
 variant).
 
 Where a report's declaration comes from, first match wins:
-1. `--primary A:B[,C:D]` on the command (a study without a file, e.g. `run -m name=dynamics ...`);
-2. `--study FILE.yaml`: that file's `primary` (a study file kept outside sweeps/);
+1. `primary=A:B[,C:D]` on the command (a study without a file, e.g. `run -m name=dynamics ...`);
+2. `study=FILE.yaml`: that file's `primary` (a study file kept outside sweeps/);
 3. sweeps/<sweep>.yaml of every study the jobs ran in (results.json `sweep`), their lists joined;
 4. none: every row is exploratory, and the report says how to declare one.
 """
@@ -53,7 +53,7 @@ class Declared:
     """The primary family of one report and where it was declared."""
     pairs: tuple[tuple[str, str], ...] = ()
     questions: tuple[str, ...] = ()
-    sources: tuple[str, ...] = ()          # "sweeps/main.yaml", "--primary", "--study FILE"
+    sources: tuple[str, ...] = ()          # "sweeps/main.yaml", "primary=", "study=FILE"
     undeclared: tuple[str, ...] = ()       # studies read whose file declares nothing (or has no file)
 
     @property
@@ -120,14 +120,14 @@ def declared(sweeps: list[str], study: str | Path | None = None, pairs: tuple[tu
              sweeps_dir: Path = SWEEPS_DIR) -> Declared:
     """The report's primary family (see the module docstring for the order)."""
     if pairs:
-        return Declared(tuple(pairs), (), ("--primary",))
+        return Declared(tuple(pairs), (), ("the command's primary=",))
     if study is not None:
         if not Path(study).is_file():
-            raise AnalysisError(f"--study {study}: no such file (a study file such as sweeps/main.yaml)")
+            raise AnalysisError(f"study={study}: no such file (a study file such as sweeps/main.yaml)")
         found = read_study_file(Path(study))
         if not found.pairs:
-            raise AnalysisError(f"--study {study}: the file declares no `{KEY}` comparisons; see sweeps/README.md")
-        return Declared(found.pairs, (found.question,) if found.question else (), (f"--study {study}",))
+            raise AnalysisError(f"study={study}: the file declares no `{KEY}` comparisons; see sweeps/README.md")
+        return Declared(found.pairs, (found.question,) if found.question else (), (f"study={study}",))
     joined, questions, sources, undeclared = [], [], [], []
     for name in dict.fromkeys(str(s) for s in sweeps):
         found = study_file(name, sweeps_dir)

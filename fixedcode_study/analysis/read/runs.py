@@ -414,8 +414,8 @@ def collect_run_dirs(roots: list[str | Path], already: Collected | None = None) 
     """Discover and read every job under ``roots``, except what ``already`` has read.
 
     ``already`` lets a second reading add to a first without reading its jobs again: the probe
-    section's study (--probe-runs) is the study's jobs plus the probe-only arms, and the probe roots
-    usually hold the study's own folder (`multirun/main --probe-runs multirun`).
+    section's study (probe_runs=) is the study's jobs plus the probe-only arms, and the probe roots
+    usually hold the study's own folder (`multirun/main probe_runs=multirun`).
     """
     skip = already.read if already is not None else frozenset()
     job_dirs, orphans = discover(roots)

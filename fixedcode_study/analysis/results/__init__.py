@@ -55,9 +55,9 @@ class ReportOptions:
     baseline: str = DEFAULT_BASELINE
     pairs: tuple[tuple[str, str], ...] = ()
     margins: Margins = field(default_factory=Margins)
-    primary: tuple[tuple[str, str], ...] = ()    # --primary: the declared family, replacing any study file's
-    study: Path | None = None                    # --study FILE.yaml: the study file that declares it
-    min_bucket_tokens: float = MIN_TOKENS       # --min-bucket-tokens: smaller breakdown buckets are not tested
+    primary: tuple[tuple[str, str], ...] = ()    # primary=: the declared family, replacing any study file's
+    study: Path | None = None                    # study=FILE.yaml: the study file that declares it
+    min_bucket_tokens: float = MIN_TOKENS       # min_bucket_tokens=: smaller breakdown buckets are not tested
     notes: tuple[str, ...] = ()                  # note=: how and where the jobs ran, shown under What was compared
 
     def declared(self, study) -> Declared:
@@ -81,7 +81,7 @@ class Results:
     options: ReportOptions
     declared: Declared
     plan: Plan
-    probe_study: object = None                    # the jobs the probe section reads (the study, or + --probe-runs)
+    probe_study: object = None                    # the jobs the probe section reads (the study, or + probe_runs=)
     probe_only: dict = field(default_factory=dict)   # variant -> jobs of the arms only the probes read
     compared: object = None                       # the study the comparisons and curves use (tuned: chosen arms)
     tuned_grid: pd.DataFrame | None = None
@@ -180,7 +180,7 @@ def with_primary_elsewhere(rows: pd.DataFrame, study, declaration: Declared, met
 
 
 def probe_only_variants(study, probe_study) -> dict[str, int]:
-    """Variant -> included jobs of the arms that only the probe section reads (--probe-runs)."""
+    """Variant -> included jobs of the arms that only the probe section reads (probe_runs=)."""
     extra = probe_study.included_jobs
     extra = extra[~extra["run"].isin(set(study.jobs["run"]))]
     return {str(v): len(g) for v, g in extra.groupby("variant", sort=False)}

@@ -28,8 +28,8 @@ METHODS = f"""\
 - **Best** per column (bold) is judged at the displayed precision, within each model preset; lower is better
   for perplexity, bits per byte and loss, higher for everything else (accuracy-type lm-eval metrics).
 - **What is compared.** Within one model preset (and data set), every variant against the baseline
-  (`--baseline`, default learned), the two fixed codes against each other (gf2 − binary16) whenever both ran,
-  any pair named with `--pairs a:b`, and the study's declared primary comparisons. Δ is always a − b. The validation metric tested is val bpb (val ppl
+  (`baseline=`, default learned), the two fixed codes against each other (gf2 − binary16) whenever both ran,
+  any pair named with `pairs=a:b`, and the study's declared primary comparisons. Δ is always a − b. The validation metric tested is val bpb (val ppl
   is not tested separately: on one validation set log ppl and bpb are proportional, so it would repeat the
   same test); downstream metrics are lm-eval's headline metrics of the suite. Perplexities are tested on the
   log scale, so their Δ is a ratio, shown as the % change of the geometric mean.
@@ -44,8 +44,8 @@ METHODS = f"""\
 - **Effect sizes.** Besides Δ and its {CONFIDENCE:.0%} CI: d_z (mean difference / sd of the differences) for
   paired comparisons, Hedges' g (difference / pooled sd, small-sample corrected) otherwise; their CIs invert the
   noncentral t distribution. With three seeds these intervals are wide, which is the honest answer.
-- **Families.** A study declares the comparisons it was run for (sweeps/<study>.yaml `primary:`, or `--study
-  FILE.yaml`, or `--primary A:B` on the command): those rows, on the tested validation metric in every comparison
+- **Families.** A study declares the comparisons it was run for (sweeps/<study>.yaml `primary:`, or `study=
+  FILE.yaml`, or `primary=A:B` on the command): those rows, on the tested validation metric in every comparison
   context, are the *primary* family. Every other row (other pairs, downstream metrics) is *exploratory*.
 - **Multiplicity.** The tests of Δ = 0 of the primary family are adjusted with Holm–Bonferroni (step-down, statsmodels'
   `multipletests`; controls the family-wise error rate at α = {ALPHA}), their TOST p-values as a second family.
@@ -59,8 +59,8 @@ METHODS = f"""\
   relative (|log ratio| < log 1.02); accuracies ±{DEFAULT_ACCURACY_MARGIN} (one percentage point). The three
   loss-type margins describe the same ~2% change in perplexity at 3–4.5 bytes per token; one point of accuracy
   is about two binomial standard errors on HellaSwag and well below the paper's 2–5 point gaps. Other metrics have
-  no default margin. Change any with `--margin METRIC=VALUE` (e.g. `--margin val_bpb=0.005`,
-  `--margin hellaswag/acc_norm=0.02`, `--margin acc_norm=0.02` for every task; for perplexities VALUE is
+  no default margin. Change any with `margin=METRIC=VALUE` (e.g. `margin=val_bpb=0.005`,
+  `margin=hellaswag/acc_norm=0.02`, `margin=acc_norm=0.02` for every task; for perplexities VALUE is
   relative: `0.03` or `3%`).
 - **Verdict** (primary rows; α = {ALPHA}, on the Holm-adjusted p-values): *equivalent* when TOST shows |Δ| < margin (written
   "equivalent (Δ ≠ 0)" when the difference test is also significant: a real but negligible difference);
@@ -98,7 +98,7 @@ VARIANCE = """\
 """
 BREAKDOWN = f"""\
 - **Loss breakdown** (exploratory): buckets that hold the same tokens in every run are compared like the
-  headline when they hold at least `--min-bucket-tokens` (default {MIN_TOKENS:,}) tokens; Benjamini–Hochberg
+  headline when they hold at least `min_bucket_tokens=` (default {MIN_TOKENS:,}) tokens; Benjamini–Hochberg
   ({BUCKET_METHOD}, statsmodels) controls the false discovery rate over every tested bucket of the report,
   the difference tests and the TOST tests separately. No bucket gets a verdict; the weight under the arm's own
   code is a per-arm profile (its buckets hold other tokens for each code), never a gap.

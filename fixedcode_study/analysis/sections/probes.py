@@ -61,7 +61,7 @@ def probe_only_lines(arms: dict[str, int]) -> list[str]:
     if not arms:
         return []
     listed = ", ".join(f"{v} ({n} job{'s' if n != 1 else ''})" for v, n in arms.items())
-    return [f"- **Probe-only arms.** {listed}: trained to be probed beside the study's arms (`--probe-runs`); "
+    return [f"- **Probe-only arms.** {listed}: trained to be probed beside the study's arms (`probe_runs=`); "
             "they appear in these probe tables and figures only, never in a comparison, its Holm family or the "
             "tables above. Their jobs are in tables/jobs.csv (probe_only = true)."]
 

@@ -1,6 +1,6 @@
 """The result tables: final metrics, downstream metrics, a tuning grid, every comparison row (primary
 and exploratory), matrix x seed variance, code properties, output heads, parameters, and the
-published reference numbers (with --reference). Each is built from the estimates in Results; a
+published reference numbers (with reference=true). Each is built from the estimates in Results; a
 long one goes to its files only (sections/base.py)."""
 
 from __future__ import annotations

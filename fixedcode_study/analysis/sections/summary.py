@@ -73,7 +73,7 @@ def family_line(results) -> str:
     others = int((rows["family"] != "primary").sum()) if not rows.empty else 0
     if not declaration.any:
         files_ = ", ".join(f"sweeps/{n}.yaml" for n in declaration.undeclared) or "a study file"
-        return (f"No primary comparison is declared (`primary:` in {files_}, `--study FILE.yaml` or `--primary A:B`), so "
+        return (f"No primary comparison is declared (`primary:` in {files_}, `study=FILE.yaml` or `primary=A:B`), so "
                 f"no row is a finding: all {others} rows of the comparisons table are exploratory.")
     made = len(results.primary)
     return (f"The study declares {len(declaration.pairs)} comparison(s) in {', '.join(declaration.sources)}: "

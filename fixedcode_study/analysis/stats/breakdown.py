@@ -4,7 +4,7 @@ Per run and bucket the value is the bucket's mean loss, nats / tokens (nats per 
 sums results.json records (read/breakdown.py); a bucket without tokens has no value.
 
 **Comparisons on a common partition.** The arms compared are the report's (comparisons.arm_pairs:
-every variant against the baseline, gf2 − binary16, --pairs, the declared primaries), in each
+every variant against the baseline, gf2 − binary16, pairs=, the declared primaries), in each
 comparison context, on each breakdown whose buckets hold the same validation tokens in every run
 of both arms (target frequency, the input token's binary16 weight, position: the validation text
 is the same for every arm). Then Σ_b Δ_b tokens_b / T is the gap in total val loss exactly

@@ -1,9 +1,9 @@
 """Which arms are compared with which, and the table of comparisons with Holm-adjusted verdicts.
 
 Per comparison context (model, and data when several), the default comparisons are:
-1. every variant minus the baseline (``--baseline``, default learned);
+1. every variant minus the baseline (``baseline=``, default learned);
 2. the two fixed codes directly: every gf2 variant minus binary16, whenever both are present;
-3. any pairs asked for with ``--pairs a:b`` (a minus b).
+3. any pairs asked for with ``pairs=a:b`` (a minus b).
 4. the study's declared primary comparisons (``Plan.primary``, read/declared.py), in their declared
    orientation, also where the plan already compares the two arms the other way round.
 A pair already in the list (in either order) is not repeated. Names match a variant label
@@ -52,14 +52,14 @@ class Plan:
     primary: tuple[tuple[str, str], ...] | None = None
 
 
-def parse_pairs(texts: list[str] | None, flag: str = "--pairs") -> tuple[tuple[str, str], ...]:
+def parse_pairs(texts: list[str] | None, flag: str = "pairs=") -> tuple[tuple[str, str], ...]:
     """['a:b,c:d', 'e:f'] -> (('a','b'), ('c','d'), ('e','f'))."""
     pairs = []
     for text in texts or []:
         for item in filter(None, (s.strip() for s in text.split(","))):
             a, sep, b = item.partition(":")
             if not sep or not a.strip() or not b.strip() or a.strip() == b.strip():
-                raise AnalysisError(f"{flag} expects A:B[,C:D] with two different names, got {item!r}")
+                raise AnalysisError(f"{flag.rstrip('=')}: expects A:B[,C:D] with two different names, got {item!r}")
             pairs.append((a.strip(), b.strip()))
     return tuple(pairs)
 
@@ -206,7 +206,7 @@ def comparison_rows(study, plan: Plan, margins: Margins, finals: list[str] = COM
                     alpha: float = ALPHA, strict_primary: bool = False) -> tuple[pd.DataFrame, list[str]]:
     """The comparison rows for a study and notes on requested names that matched nothing. A declared
     primary comparison naming an arm that did not run is a note (a study file may list arms a partial
-    run lacks); with `strict_primary` (--primary on the command) it is an error, as --pairs is."""
+    run lacks); with `strict_primary` (primary= on the command) it is an error, as pairs= is."""
     points = comparison_points(study, finals)
     context = context_columns(study.jobs)
     metrics = metric_order(points, finals)
@@ -214,24 +214,24 @@ def comparison_rows(study, plan: Plan, margins: Margins, finals: list[str] = COM
     variants = study.included_jobs
     known = set(variants["variant"]) | set(variants["input"])
     if plan.baseline not in known and plan.baseline != DEFAULT_BASELINE and len(variants):
-        raise AnalysisError(f"--baseline {plan.baseline!r}: no included variant or input of that name; "
+        raise AnalysisError(f"baseline={plan.baseline}: no included variant or input of that name; "
                             f"known: {', '.join(sorted(map(str, known)))}")
     for a, b in plan.pairs:
         missing = [n for n in (a, b) if n not in known]
         if missing:
-            raise AnalysisError(f"--pairs {a}:{b}: no included variant or input named {', '.join(map(repr, missing))}; "
+            raise AnalysisError(f"pairs={a}:{b}: no included variant or input named {', '.join(map(repr, missing))}; "
                                 f"known: {', '.join(sorted(map(str, known)))}")
     for a, b in plan.primary or ():
         missing = [n for n in (a, b) if resolve(n, variants) is None]
         if missing and strict_primary:
-            raise AnalysisError(f"--primary {a}:{b}: no included variant or input named "
+            raise AnalysisError(f"primary={a}:{b}: no included variant or input named "
                                 f"{', '.join(map(repr, missing))}; known: {', '.join(sorted(map(str, known)))}")
         if missing:
             notes.append(f"declared primary comparison {a} − {b} not made: no included variant or input named "
                          f"{', '.join(map(repr, missing))}")
     unused = margins.unused(set(metrics))
     if unused:
-        notes.append(f"--margin given for metrics that are not compared here: {', '.join(unused)} "
+        notes.append(f"margin= given for metrics that are not compared here: {', '.join(unused)} "
                      f"(compared: {', '.join(metrics)})")
     diffs = compare(points, context, plan, metrics, margins, alpha=alpha)
     if not diffs.empty:

@@ -1,7 +1,7 @@
 """Equivalence margins, TOST, and the verdict of a comparison.
 
 Default margins (the smallest difference we would call meaningful; override with
-``--margin METRIC=VALUE``):
+``margin=METRIC=VALUE``):
 - val_loss, val_loss_select, val_loss_report (nats/token): 0.02. This is a perplexity ratio of
   e^0.02 = 1.020, i.e. the same 2% as the perplexity margin below.
 - bits per byte (val_bpb, *bits_per_byte): 0.01 bits/byte, about 0.02 nats/token at 3 to 4.5
@@ -81,14 +81,14 @@ def parse_margin(text: str) -> tuple[str, float]:
     metric, sep, value = text.partition("=")
     metric, value = metric.strip(), value.strip()
     if not sep or not metric or not value:
-        raise AnalysisError(f"--margin expects METRIC=VALUE (e.g. val_bpb=0.01, val_ppl=2%), got {text!r}")
+        raise AnalysisError(f"margin: expects METRIC=VALUE (e.g. val_bpb=0.01, val_ppl=2%), got {text!r}")
     scale = 100.0 if value.endswith("%") else 1.0
     try:
         number = float(value.removesuffix("%")) / scale
     except ValueError as exc:
-        raise AnalysisError(f"--margin {text!r}: {value!r} is not a number") from exc
+        raise AnalysisError(f"margin={text}: {value!r} is not a number") from exc
     if not (math.isfinite(number) and number > 0):
-        raise AnalysisError(f"--margin {text!r}: the margin must be a positive number")
+        raise AnalysisError(f"margin={text}: the margin must be a positive number")
     return metric, number
 
 
@@ -106,7 +106,7 @@ class Margins:
     def for_metric(self, metric: str) -> Margin | None:
         for key in (metric, metric_name(metric)):
             if key in self.overrides:
-                return Margin(self.overrides[key], on_log_scale(metric), "--margin")
+                return Margin(self.overrides[key], on_log_scale(metric), "margin=")
         return default_margin(metric)
 
     def unused(self, metrics: set[str]) -> list[str]:

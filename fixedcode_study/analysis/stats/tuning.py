@@ -93,7 +93,7 @@ def grid(study) -> tuple[pd.DataFrame, list[str]]:
 def selected_study(study, table: pd.DataFrame):
     """The study restricted to each arm's chosen setting, so the ordinary comparisons, curves and gap
     figures run on best-vs-best. Variant labels keep the setting ("gf2 (lr=0.003)"); names such as
-    --baseline learned still resolve through the input name."""
+    baseline=learned still resolve through the input name."""
     runs = {r for runs in table.loc[table["chosen"], "runs"] for r in runs.split(";")}
     return dataclasses.replace(study, jobs=study.jobs[study.jobs["run"].isin(runs)].copy(),
                                long=study.long[study.long["run"].isin(runs)].copy())

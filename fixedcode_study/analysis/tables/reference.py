@@ -3,7 +3,7 @@
 Two uses, neither of which ever enters a statistic:
 - the paper's own results and chance levels, matched to our lm-eval columns by ``lm_eval_metric``
   and shown as marked reference rows in the downstream table and figure;
-- the whole file as the published-reference table (``--reference``).
+- the whole file as the published-reference table (``reference=true``).
 Values are kept as published (percent); ``unit: percent`` is divided by 100 to match lm-eval's
 fractions. ``approx: yes`` marks approximate values; "25-26" is a range and shown as ≈0.25–0.26.
 """

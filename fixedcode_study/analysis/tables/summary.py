@@ -174,4 +174,8 @@ def table_notes(study, baseline: str = BASELINE) -> list[str]:
             where = ", ".join(f"{c}={v}" for c, v in zip(context, key, strict=True))
             notes.append(f"no completed '{baseline}' run for {where}: no comparison against the baseline there"
                          + (" and no 'trainable removed' share" if baseline == BASELINE else ""))
+    for codes, wheres in mixed.items():  # one note per set of versions, however many contexts share it
+        where = wheres[0] if len(wheres) == 1 else f"{len(wheres)} contexts ({'; '.join(wheres[:2])}{'; ...' if len(wheres) > 2 else ''})"
+        notes.append(f"runs for {where} were trained by {len(codes)} versions of the training code "
+                     f"({', '.join(codes)}): they are compared as if equal (see tables/jobs.csv)")
     return notes
