@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -159,3 +160,22 @@ def test_a_report_without_records_is_marked_unrecorded_once(tmp_path):
 
 def test_every_committed_report_without_records_is_marked():
     assert regenerate.unmarked() == [], "mark them with: fixedcode regenerate"
+
+
+ABSOLUTE_PATH = re.compile(r"(?:^|[\s`(,\"])(/[A-Za-z_][\w.-]*/[\w.-]+/\S*)")
+
+
+def test_a_regenerated_report_names_no_path_of_the_machine_that_made_it():
+    """A report made from committed records names them (and probes_cross.json) relative to the
+    checkout; an absolute path would name the analysing machine's folders. jobs.csv is left out: its
+    reused_from is the record's own history, as results.json says it."""
+    found = []
+    for report in summaries.report_dirs(PROJECT_ROOT):
+        if not (report / "runs").is_dir():
+            continue  # an unrecorded report is marked as such and cannot be regenerated here
+        for path in [report / "report.md", *sorted((report / "tables").glob("*.md")),
+                     *sorted((report / "tables").glob("*.csv"))]:
+            if path.name.startswith("jobs."):
+                continue
+            found += [f"{path.relative_to(PROJECT_ROOT)}: {m}" for m in ABSOLUTE_PATH.findall(path.read_text())[:1]]
+    assert found == [], "regenerate them from the checkout's root: fixedcode regenerate"

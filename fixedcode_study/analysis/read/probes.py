@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ...record.jobdir import CROSS_FILE, CROSS_GLOB, PROBES_FILE, RESULTS_FILE
+from .records import display_path
 SCHEMA = 1
 RERUN = "re-run fixedcode probe"
 FINAL, INIT = "final", "init"
@@ -262,8 +263,9 @@ def load_pairs(study, dirs: dict[Path, str], results: dict[str, dict],
     for path in (p for directory in cross_dirs(study.sources, list(dirs))
                  for p in sorted(directory.glob(CROSS_GLOB)) if p.is_file()):
         record, problem = _read_json(path)
+        path_shown = display_path(path)  # a committed table names it relative to the checkout, as it names runs
         if record is None:
-            notes.append(f"{path}: left out, {problem}")
+            notes.append(f"{path_shown}: left out, {problem}")
             continue
         subjects = {s.get("name"): s for s in record.get("subjects") or []}
         runs = {name: _match_subject(s, path.parent, dirs, results) for name, s in subjects.items()}
@@ -278,18 +280,18 @@ def load_pairs(study, dirs: dict[Path, str], results: dict[str, dict],
                 repeated += 1
                 continue
             seen.add(frozenset((a, b)))
-            rows.extend(pair_rows(pair, a, b, jobs, str(path)))
+            rows.extend(pair_rows(pair, a, b, jobs, path_shown))
             used += 1
         if used:
-            used_files.append(str(path))
+            used_files.append(path_shown)
         if stale:
-            notes.append(f"{path}: pairs with {', '.join(stale)} left out: probes_cross.json predates the job's "
+            notes.append(f"{path_shown}: pairs with {', '.join(stale)} left out: probes_cross.json predates the job's "
                          f"current weights: {RERUN} on the study")
         if outside:
-            notes.append(f"{path}: pairs with {len(outside)} job(s) not included in this report left out "
+            notes.append(f"{path_shown}: pairs with {len(outside)} job(s) not included in this report left out "
                          f"({', '.join(outside[:4])}{' ...' if len(outside) > 4 else ''})")
         if repeated:
-            notes.append(f"{path}: {repeated} pair(s) already read from another probes_cross.json were counted once")
+            notes.append(f"{path_shown}: {repeated} pair(s) already read from another probes_cross.json were counted once")
     return pd.DataFrame(rows, columns=PAIR_COLUMNS), used_files
 
 
