@@ -11,6 +11,8 @@ import json
 import statistics
 from typing import Any
 
+import yaml
+
 from ..record.checkpoint import Checkpoint
 from ..record.jobdir import COMPLETED, RESULTS_FILE, JobDir
 
@@ -20,6 +22,7 @@ INPUT_PROPS_SHOWN = ("type", "code_width", "minimal_code_width", "values", "scal
 FINAL_SHOWN = ("val_loss", "val_ppl", "val_bpb")
 OUTPUT_PROPS_SHOWN = ("type", "code", "code_type", "code_width", "scale_mode", "scale", "code_rank", "pairs",
                       "free_steps_mean", "forced_bits", "logit_rank_bound", "tied_to")
+LICENSE = "mit"  # the workbench's (pyproject.toml); the card's weights are trained by its code on the named corpus
 TABLE_FREE_HEADS = ("fixed", "bitchain")  # no trainable parameter of the head depends on V (outputs/)
 
 
@@ -91,6 +94,14 @@ def _load_snippet(fixed: bool, context: Any, table_free_head: bool = False) -> l
                   "(vocabulary x 0) placeholder, instead of loading with a random output table.", ""]
     lines.append(f"Trained on contexts of {_fmt(context)} tokens (`max_position_embeddings`). As for any Llama, "
                  "`generate` does not stop there; positions past it were never trained.")
+    lines += ["", f"Scoring it with lm-evaluation-harness: `lm_eval --model hf` stops with a bare `AssertionError` on "
+              f"any task whose continuation alone is longer than {_fmt(context)} tokens (a PIQA solution can be). "
+              "`fixedcode evaluate hf=FOLDER` runs lm-eval's own `hf` model with the workbench's rule for such a "
+              "continuation (its last tokens are scored, the rest moves into the context) and states the rule in "
+              "its record; `max_length=` in `--model_args` instead scores positions the model never trained on."]
+    if fixed:
+        lines += ["", "The vocabulary is part of the code: `resize_token_embeddings` is refused (a fixed code is "
+                  "defined for its vocabulary only)."]
     return lines
 
 
@@ -117,8 +128,8 @@ def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | No
                  "A decoder with a **learned input table**" + (", as a plain `LlamaForCausalLM`; " if head == "tied"
                                                                else "; ")) + _head_sentence(
             head, code, ((getattr(hf_config, "output_head", None) or {}).get("code") or {}).get("kind") == "table")
-    lines = ["---", "library_name: transformers", "pipeline_tag: text-generation",
-             f"tags: {tags}", "---", "",
+    lines = ["---", "library_name: transformers", "pipeline_tag: text-generation", f"license: {LICENSE}",
+             f"tags: {tags}", *_model_index(title, (record or {}).get("eval") or {}), "---", "",
              f"# fixedcode-study: {title}, seed {ckpt.config.get('seed')}", "", about,
              "", "Written by `fixedcode export` from the workbench checkpoint "
              f"`{ckpt.path}`.", "", *_load_snippet(fixed, ckpt.model.config.max_seq_len, head in TABLE_FREE_HEADS), ""]
@@ -160,8 +171,48 @@ def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | No
             lines.append("| mean ± sd | " + " | ".join(f"{statistics.mean(c):.4g} ± {statistics.stdev(c):.2g}"
                                                       for c in cols) + " |")
         lines.append("")
-    tasks = ((record.get("eval") or {}).get("tasks")) or {}
-    if tasks:
-        rows = [(t, m, v) for t, ms in tasks.items() for m, v in ms.items() if not m.endswith("_stderr") and v is not None]
-        lines += ["## Downstream (lm-evaluation-harness)", "", *_table(("task", "metric", "value"), rows), ""]
+    lines += _downstream(record.get("eval") or {})
     return "\n".join(lines)
+
+
+def _model_index(title: str, evaluation: dict[str, Any]) -> list[str]:
+    """The Hub's model-index metadata (its leaderboard and eval widgets read it) for a full-set
+    evaluation only: a smoke test (eval.limit) is never declared as the model's result."""
+    tasks = evaluation.get("tasks") or {}
+    if not tasks or (evaluation.get("settings") or {}).get("limit") is not None:
+        return []
+    results = [{"task": {"type": "text-generation"}, "dataset": {"name": task, "type": task},
+                "metrics": [{"type": m, "name": m, "value": v} for m, v in metrics.items()
+                            if "_stderr" not in m and isinstance(v, (int, float))]}
+               for task, metrics in tasks.items()]
+    text = yaml.safe_dump({"model-index": [{"name": f"fixedcode-study {title}".replace("`", ""),
+                                            "results": [r for r in results if r["metrics"]]}]}, sort_keys=False)
+    return text.rstrip("\n").splitlines()
+
+
+def _downstream(evaluation: dict[str, Any]) -> list[str]:
+    """The lm-eval scores with what they rest on: samples per task, stderr, shots, and a smoke-test
+    warning when eval.limit cut the tasks (the analysis flags such a limit; the card must too)."""
+    tasks = evaluation.get("tasks") or {}
+    if not tasks:
+        return []
+    settings = evaluation.get("settings") or {}
+    samples = evaluation.get("n_samples") or {}
+    limit = settings.get("limit")
+    lines = ["## Downstream (lm-evaluation-harness)", ""]
+    if limit is not None:
+        lines += [f"> **A smoke test, not a result:** each task was scored on at most {_fmt(limit)} examples "
+                  f"(`eval.limit={limit}`), not on its full set; these numbers are not comparable with published "
+                  "scores.", ""]
+    lines += [f"lm-evaluation-harness {evaluation.get('lm_eval_version') or '(version not recorded)'}, suite "
+              f"`{evaluation.get('suite')}`, {_fmt(settings.get('num_fewshot'))}-shot; ± is lm-eval's stderr "
+              "(— where it gives none).", ""]
+    def stderr_key(metric: str) -> str:  # "acc" -> "acc_stderr"; "exact_match,strict" -> "exact_match_stderr,strict"
+        base, _, filt = metric.partition(",")
+        return f"{base}_stderr" + (f",{filt}" if filt else "")
+
+    rows = [(t, m, v, ms.get(stderr_key(m)), samples.get(t)) for t, ms in tasks.items() for m, v in ms.items()
+            if "_stderr" not in m and v is not None]
+    return lines + [*_table(("task", "metric", "value", "± stderr", "examples"),
+                            [(t, m, v, "—" if se is None else se, "—" if n is None else n) for t, m, v, se, n in rows]),
+                    ""]

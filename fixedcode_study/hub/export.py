@@ -38,7 +38,7 @@ from ..errors import ConfigError
 from ..inputs import FixedBinaryCode, FixedCode, GF2Code, LearnedEmbedding, LearnedLowDim, WideCode
 from ..model import Decoder, require_gated_mlp
 from ..heads import BitChainHead, FixedCodeHead, TiedHead, UntiedHead, is_default_output
-from ..record.atomic import atomic_dir
+from ..record.atomic import atomic_dir, plain_modes
 from ..record.checkpoint import EXPORT_META, Checkpoint, load_checkpoint  # EXPORT_META: config.json key naming the source
 from ..record.jobdir import JobDir
 from ..systems.hf import hf_llama_config, hf_state_dict
@@ -276,6 +276,7 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, ver
         if fixed:
             shutil.copyfile(modeling_fixedcode.__file__, tmp / MODELING_FILE)
         (tmp / "README.md").write_text(model_card(ckpt, record, job, hf.config))
+        plain_modes(tmp)  # others sharing the folder can read it, as every record file (docs/record.md)
         diff = verify_export(tmp, model, trust_remote_code=fixed) if verify else None
         written = _tensors(tmp, "model.embed_tokens.")
         head_written = _tensors(tmp, "lm_head.")

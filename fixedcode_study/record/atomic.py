@@ -32,6 +32,16 @@ os.umask(_UMASK)
 FILE_MODE, DIR_MODE = 0o666 & ~_UMASK, 0o777 & ~_UMASK
 
 
+def plain_modes(folder: str | os.PathLike) -> None:
+    """Give every file under `folder` FILE_MODE and every folder DIR_MODE: for folders filled by
+    other libraries (transformers' save_pretrained writes model.safetensors 0600)."""
+    for root, dirs, files in os.walk(folder):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), DIR_MODE)
+        for name in files:
+            os.chmod(os.path.join(root, name), FILE_MODE)
+
+
 def fsync_path(path: str | os.PathLike) -> None:
     """Flush a file, or a folder and every file below it, to disk."""
     path = Path(path)
