@@ -116,6 +116,7 @@ def test_tied_without_a_trainable_table_is_one_line_naming_output(input_name):
     with pytest.raises(ConfigError) as err:
         JobSpec.from_cfg(compose_config([f"input={input_name}", "output=tied"]))
     assert err.value.field == "output" and "\n" not in str(err.value) and "output=untied" in str(err.value)
+    assert f"input={input_name} " in str(err.value)  # the input as the user named it, not only its type
 
 
 def test_a_bad_head_setting_names_its_field():

@@ -66,9 +66,13 @@ class TiedHead(OutputHead):
         kind = input_layer.kind if isinstance(input_layer, InputInterface) else input_layer.get("type")
         trainable = (input_layer.trainable if isinstance(input_layer, LearnedEmbedding)
                      else bool(input_layer.get("trainable", True)) if isinstance(input_layer, Mapping) else False)
+        name = input_layer.get("name") if isinstance(input_layer, Mapping) else None
         if kind != "learned" or not trainable:
-            raise ConfigError("output", f"output=tied needs a trainable V x d_model input table, and input type "
-                              f"{kind!r}{'' if trainable else ' (frozen)'} has none to tie",
+            what = [f"type {kind!r}"] if name and name != kind else []
+            what += [] if trainable else ["frozen"]
+            shown = f"input={name or kind}" + (f" ({', '.join(what)})" if what else "")
+            raise ConfigError("output", f"output=tied needs a trainable V x d_model input table, and {shown} "
+                              "has none to tie",
                               "use output=untied (or fixed / bitchain) with a fixed input, or input=learned")
 
     @classmethod
