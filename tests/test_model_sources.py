@@ -244,6 +244,15 @@ def test_every_name_lm_evals_index_knows_is_spelled_in_its_tasks_folder():
     assert unknown_tasks(["arc_challenge", "nosuchtask", "piqa"]) == ["nosuchtask"]  # lm-eval's own, unknown, mirrored
 
 
+def test_eval_tasks_offline_without_a_mirror_is_refused_not_an_empty_folder(tmp_path, capfd, monkeypatch):
+    """Offline, a task with no mirror would be left to lm-eval's Hub copy: it wrote 0 files and exited 0."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert fixedcode(["eval-tasks", str(tmp_path / "tasks"), "tasks=hellaswag"]) == 2
+    line = one_error_line(capfd)
+    assert line.startswith("error: data_dir: hellaswag would be read from the Hugging Face Hub"), line
+    assert not (tmp_path / "tasks").exists()
+
+
 def test_eval_tasks_names_the_option_a_built_in_task_needs(tmp_path, capfd):
     assert fixedcode(["eval-tasks", str(tmp_path / "tasks"), f"tasks={HELDOUT_PPL}"]) == 2
     line = one_error_line(capfd)

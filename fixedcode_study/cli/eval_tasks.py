@@ -57,6 +57,13 @@ class EvalTasksOptions:
             unknown, what = unknown_tasks(tasks), "is not a task"
         if unknown:
             raise ConfigError("tasks", f"{unknown[0]} {what}", f"use {TASK_NAMES}")
+        from ..data.tokenizer import hub_offline
+
+        from_hub = [t for t in tasks if t not in BUILTIN_TASKS] if not self.data_dir else []
+        if from_hub and hub_offline():  # else it writes nothing for them and lm-eval fails later, far from here
+            raise ConfigError("data_dir", f"{from_hub[0]} would be read from the Hugging Face Hub, which is offline "
+                              "here (HF_HUB_OFFLINE=1)", "pass data_dir=<the offline mirror>, e.g. "
+                              "../shared/data/eval")
 
 
 COMMAND = Command("eval-tasks", f"{__doc__.rstrip()}\n\n{textwrap.fill(f'tasks= takes {TASK_NAMES}.', 100)}\n",

@@ -113,7 +113,8 @@ def end_of_text_id(tok, declared: str | None, field: str = "data.eot_token") -> 
     raise ConfigError(field, what, "set data.eot_token to the tokenizer's end-of-document token")
 
 
-def _hub_offline() -> bool:
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE as huggingface_hub reads it: nothing may be fetched from the Hub."""
     flag = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
     try:
         from huggingface_hub import constants
@@ -125,7 +126,7 @@ def _hub_offline() -> bool:
 
 def _from_hub(name: str, revision: str | None) -> tuple[Path, Path | None]:
     """tokenizer.json (and tokenizer_config.json if present) from the HF cache or the Hub."""
-    offline = _hub_offline()
+    offline = hub_offline()
     fix = (f"on a machine with network run `huggingface-cli download {name} tokenizer.json tokenizer_config.json "
            f"--local-dir DIR`, copy DIR here and set data.tokenizer=DIR")
     try:
