@@ -1,7 +1,10 @@
 """`fixedcode lm-eval --model fixedcode --model_args checkpoint=PATH ...`: lm-eval's own command line.
 
+    fixedcode eval-tasks tasks/ tasks=hellaswag data_dir=../shared/data/eval    # offline: the mirror's YAML
     fixedcode lm-eval --model fixedcode --model_args checkpoint=outputs/multirun/main/input=gf2,seed=1 \\
-        --tasks hellaswag --batch_size 32
+        --include_path tasks/ --tasks hellaswag --batch_size 32
+
+Without `--include_path`, lm-eval reads hellaswag's YAML and data from the Hugging Face Hub (online only).
 
 Every `lm_eval` flag works unchanged: this is lm-eval's own command (`lm_eval.__main__.cli_evaluate`,
 its console script), with our checkpoints registered as the `fixedcode` model first: lm-eval 0.4
