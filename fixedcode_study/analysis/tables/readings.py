@@ -230,7 +230,11 @@ def sentence(row) -> str:
     if row.role != STATED:
         return ""
     if row.kind != EXTRAPOLATION and _text(row.reading) == NOT_TESTED:
-        return (f"{row.comparison}{_where(row)}, {row.name}: not tested ({_text(row.method) or 'too few seeds'}).")
+        at = {POINT: " at ", CHANGE: " from "}.get(row.kind, "")  # which point of the curve, as a tested row says
+        bucket = f"{at}{row.bucket}" if at and _text(row.bucket) else ""
+        why = _text(row.method) or "too few seeds"
+        why = why[len("not tested ("):-1] if why.startswith("not tested (") and why.endswith(")") else why
+        return f"{row.comparison}{_where(row)}{bucket}, {row.name}: not tested ({why})."
     return WRITERS[row.kind](row)
 
 
