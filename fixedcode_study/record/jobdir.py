@@ -241,6 +241,19 @@ class JobDir:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# conf/config.yaml: a job without -m runs in ${out_root}/runs/${name}/<key>, a sweep's jobs (`run -m`,
+# `fixedcode sweep`) in ${out_root}/multirun/${name}/<key>.
+SINGLE_RUNS = "runs"
+
+
+def wandb_group(study: str, job_dir: str | os.PathLike) -> str:
+    """The W&B group of a job: its study for a sweep's job, `runs/<study>` for a one-off run (started
+    without -m, so it sits in runs/<study>/): a `fixedcode run` that kept the default name=main never
+    lands in the main study's group, nor in the filter of its workspace (analysis/dashboard.py applies
+    the same rule to the job directories it reads)."""
+    return f"{SINGLE_RUNS}/{study}" if Path(job_dir).parent.parent.name == SINGLE_RUNS else study
+
+
 def versions() -> dict[str, str | None]:
     """Versions of the packages that shape a result, for the record."""
     from importlib.metadata import PackageNotFoundError, version

@@ -38,7 +38,8 @@ from urllib.parse import urlparse
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 
-from ..record.jobdir import JobDir
+from ..record.jobdir import JobDir, wandb_group
+from ..record.variants import OUTPUT, head_variant
 from ..spec.parts import WandbSpec
 
 
@@ -170,6 +171,25 @@ def define_metrics(run: Any) -> None:
         run.define_metric(name, hidden=True)
 
 
+def _chose(overrides: Any, key: str) -> bool:
+    """Whether the job's command line (results.json `overrides`) set `key` (`output=...`, `+output=...`)."""
+    return any(str(o).lstrip("+~").partition("=")[0] == key for o in overrides or [])
+
+
+def run_identity(record: Mapping[str, Any], job_dir: str | os.PathLike, group: str, job_type: str,
+                 tags: list[str]) -> tuple[str, str, list[str]]:
+    """(group, job type, tags) of a job's W&B run, from its record: every axis a study varies tells the
+    runs apart. The job type is the variant as the analysis names it (record/variants.py: the input and
+    the head), the group the study (`wandb_group`), the tags each axis value (input, head, seed, model)."""
+    input_name = str(record.get("input") or job_type)
+    output_name = str(record.get(OUTPUT) or ((record.get("config") or {}).get(OUTPUT) or {}).get("name") or "untied")
+    variant = head_variant(input_name, output_name, _chose(record.get("overrides"), OUTPUT))
+    axes = {"input": input_name, OUTPUT: output_name, "seed": record.get("seed"), "model": record.get("model")}
+    named = [f"{k}:{v}" for k, v in axes.items() if v is not None]
+    extra = [t for t in tags if t.partition(":")[0] not in axes]
+    return wandb_group(str(record.get("sweep") or group), job_dir), variant, [*named, *extra]
+
+
 class WandbMirror:
     """A job's W&B run as a copy of its record, never ahead of it.
 
@@ -183,6 +203,8 @@ class WandbMirror:
       point for point, at the cost of curves that lag the run by up to checkpoint.every_steps.
     - The summary holds the record (`results`: results.json without the config, which is the run
       config) plus flat `final/*`, `eval/*`, `params/*` keys for the W&B tables.
+    - The run is named from the record on disk (`run_identity`): group, job type (the variant) and
+      tags; `group`, `job_type` and `tags` are what the caller knows without it (study, input).
     """
 
     def __init__(self, settings: WandbSpec, job: JobDir, run_id: str, run_name: str, group: str,
@@ -194,6 +216,7 @@ class WandbMirror:
         self.metrics_csv = job.metrics
         history, _ = read_wandb_log(self.wandb_dir, run_id)
         self.through = max((int(r["_step"]) for r in history if "_step" in r), default=-1)
+        group, job_type, tags = run_identity(job.read_results() or {}, job.path, group, job_type, tags)
         self.run = wandb.init(
             project=settings.project, entity=settings.entity, name=run_name, group=group,  # conf/logger/wandb.yaml
             job_type=job_type, tags=tags, dir=str(job.path), mode=resolve_wandb_mode(settings.mode),
