@@ -251,7 +251,12 @@ def wandb_group(study: str, job_dir: str | os.PathLike) -> str:
     without -m, so it sits in runs/<study>/): a `fixedcode run` that kept the default name=main never
     lands in the main study's group, nor in the filter of its workspace (analysis/dashboard.py applies
     the same rule to the job directories it reads)."""
-    return f"{SINGLE_RUNS}/{study}" if Path(job_dir).parent.parent.name == SINGLE_RUNS else study
+    return f"{SINGLE_RUNS}/{study}" if is_single_run(job_dir) else study
+
+
+def is_single_run(job_dir: str | os.PathLike) -> bool:
+    """A job started without -m: it sits in runs/<study>/<key> (conf/config.yaml hydra.run.dir)."""
+    return Path(job_dir).parent.parent.name == SINGLE_RUNS
 
 
 def versions() -> dict[str, str | None]:
