@@ -5,7 +5,9 @@ appended forever (new metrics never force a rewrite, a resumed run never wipes e
 and is what analysis reads directly. On resume, rows a killed attempt logged *after* the
 checkpoint's step are dropped first (resume.trim_metrics), so each (step, metric) appears once.
 
-W&B (`WandbMirror`) copies metrics.csv and results.json; it is never ahead of them. It runs
+W&B (`WandbMirror`) copies metrics.csv and results.json; it is never ahead of them: each step goes
+to W&B right after LongCSVLogger writes it (live), and a resume first rewinds W&B to what the
+trimmed metrics.csv holds. It runs
 offline automatically when there is no API key or no route to the server; offline runs can be
 uploaded later with `wandb sync <job_dir>/wandb/offline-run-*`.
 
@@ -335,9 +337,11 @@ class WandbMirror:
       (resume.trim_metrics) and trains again. On start the mirror reads back what W&B holds
       (`read_wandb_log`), compares it with metrics.csv, and rewinds W&B to the first step where they
       differ: the earlier attempts' local transaction logs are cut before that step's record
-      (`rewind_logs`), and an online run is rewound on the server too (`resume_from=<id>?_step=N`).
-      The resumed attempt then logs those steps again, once. (An offline run synced between a kill
-      and its resume keeps the killed attempt's extra points on the server: sync after the job ends.)
+      (`rewind_logs`), and an online run is rewound on the server too (`resume_from=<id>?_step=N`;
+      rewind is a W&B preview: a server without it keeps the killed attempt's points past the
+      checkpoint, and the job says so in one line). The resumed attempt then logs those steps
+      again, once. (An offline run synced between a kill and its resume keeps the killed attempt's
+      extra points on the server too: sync after the job ends.)
     - The summary holds the record (`results`: results.json without the config, which is the run
       config) plus flat `final/*`, `eval/*`, `params/*` keys for the W&B tables.
     - The run is named from the record on disk (`run_identity`): group, job type (the variant) and
@@ -386,11 +390,14 @@ class WandbMirror:
                 self.run = wandb.init(**init, id=run_id, resume="allow")
         define_metrics(self.run)
         self._pending: int | None = None
+        self._pid = os.getpid()   # a forked rank inherits _LIVE but not the run: it logs nothing live
         _LIVE[self.metrics_csv.resolve()] = self
 
     def log_live(self, step: int, metrics: Mapping[str, float], tokens: int | None) -> None:
         """One logged step, as LongCSVLogger wrote it: the same values and key set as `sync_history`
         sends, so a step logged live equals its metrics.csv rows. Never raises into training."""
+        if os.getpid() != self._pid:
+            return
         if step < self.through or (step == self.through and self._pending != step):
             return  # W&B has this step already (committed)
         entry: dict[str, Any] = {"trainer/global_step": step, **metrics}
