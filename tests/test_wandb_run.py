@@ -11,18 +11,20 @@
 from __future__ import annotations
 
 import csv
-import json
+import os
+import signal
 import statistics
-import sys
+import time
 
 import pytest
 from helpers import SMALL_VAL
 from helpers.analysis import write_job
-from helpers.distributed import cli, only_job, results
+from helpers.distributed import TINY, cli, only_job, results, start
 
 from fixedcode_study.record.jobdir import JobDir
 from fixedcode_study.spec import WandbSpec
-from fixedcode_study.training.loggers import LongCSVLogger, WandbMirror, read_wandb_log, wandb_logs, wandb_records
+from fixedcode_study.training.loggers import (LongCSVLogger, WandbMirror, log_records, read_wandb_log, wandb_logs,
+                                              wandb_records)
 
 # One sweep job (run -m, the parallel launcher: a loky worker) that logs every 2 steps and checkpoints
 # every 8: before live logging, W&B got its rows in bursts at steps 8, 16, 24 and at the end.
@@ -121,3 +123,46 @@ def test_a_killed_attempts_steps_past_its_checkpoint_are_rewound(tmp_path):
     assert len(points) == len(dict(points))   # one point per (step, metric) over both attempts
     assert dict(points) == _csv_points(job_dir)
     assert dict(points)[(13, "train/loss")] == 20.0 / 13 and dict(points)[(12, "train/loss")] == 10.0 / 12
+
+
+def _logged_steps(root) -> set[int]:
+    """History steps W&B has written to the job's transaction log so far (read while it runs)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    steps = set()
+    for log in root.glob("**/wandb/*/run-*.wandb"):
+        for _, raw in log_records(log.read_bytes()):
+            record = pb.Record()
+            record.ParseFromString(raw)
+            if record.WhichOneof("record_type") == "history":
+                steps.add(record.history.step.num)
+    return steps
+
+
+def test_sigkill_after_wandb_got_past_the_checkpoint_is_rewound_on_resume(tmp_path):
+    """A real kill -9 once W&B holds steps past the last checkpoint: the re-run rewinds them, and W&B
+    ends equal to metrics.csv, each point once, in one run."""
+    args = [a for a in TINY if a not in ("logger=csv", "train.log_every=2")] + [
+        "logger=wandb", "train.log_every=1", "checkpoint.every_steps=8", "checkpoint.keep_every_steps=8",
+        f"out_root={tmp_path}"]
+    proc = start(args, tmp_path, tmp_path / "attempt1.log")
+    deadline = time.monotonic() + 300
+
+    def checkpointed() -> int:
+        return max((int(p.stem.split("-")[1]) for p in tmp_path.glob("**/checkpoints/step-*.ckpt")), default=0)
+
+    while not (0 < checkpointed() < max(_logged_steps(tmp_path), default=0) - 1):
+        assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "attempt1.log").read_text()[-2000:]
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the job and W&B's service: W&B holds steps the checkpoint does not
+    proc.wait(timeout=60)
+    final = cli(args, cwd=tmp_path)
+    assert final.returncode == 0, final.stderr[-2000:]
+    job = only_job(tmp_path)
+    res = results(job)
+    assert res["status"] == "completed" and res["attempts"] == 2
+    assert "rewound to step" in (job / "run.log").read_text()
+    assert len(wandb_logs(job / "wandb", res["wandb_id"])) == 2
+    history, _ = read_wandb_log(job / "wandb", res["wandb_id"])
+    points = _points(history)
+    assert len(points) == len(dict(points)) and dict(points) == _csv_points(job)
