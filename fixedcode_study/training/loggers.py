@@ -364,7 +364,7 @@ class WandbMirror:
         rewind = first_difference(history, read_metrics_steps(self.metrics_csv))
         if rewind is not None:
             say(f"[wandb] run {run_id} holds steps from {rewind} on that metrics.csv does not (a killed attempt's, "
-                "past its checkpoint): rewound to step {rewind}, this attempt logs them again".replace("{rewind}", str(rewind)))
+                f"past its checkpoint): rewound to step {rewind}, this attempt logs them again")
             history = rewind_logs(self.wandb_dir, run_id, rewind)
         self.through = max((int(r["_step"]) for r in history if "_step" in r), default=-1)
         group, job_type, tags = run_identity(record, job.path, group, job_type, tags)
