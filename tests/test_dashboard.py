@@ -239,3 +239,73 @@ def test_publishing_is_refused_offline(tmp_path, monkeypatch):
     study = build_study(collect_run_dirs([tmp_path]))
     with pytest.raises(AnalysisError, match="--dry-run"):
         dashboard.publish(dashboard.build_workspace(ENTITY, PROJECT, "main", study))
+
+
+# -- every arm of a study is its own W&B job type (issue 42.1) ------------------------------------------
+HEADS = {"learned": ("untied", "tied"), "binary16": ("untied", "fixed", "fixed_gaussian", "bitchain")}
+
+
+def _head_job(sweep, name: str, head: str, seed: int):
+    """A job of a study that varies the head: its grid names output= on the command line (sweeps/output_side.yaml)."""
+    return write_job(sweep, name, seed, val_ppl=60.0, val_bpb=1.9, extra_key=f",output={head}",
+                     results_extra={"output": head, "overrides": [f"name={sweep.name}", f"input={name}",
+                                                                  f"output={head}", f"seed={seed}"]},
+                     config_extra={"output": {"name": head, "type": head}})
+
+
+def _logged_run(job_dir, run_id: str) -> dict:
+    """A real offline WandbMirror run opened as the recorder opens it (training/recorder.py); the run
+    record W&B wrote, read back from its transaction log."""
+    record = json.loads((job_dir / "results.json").read_text())
+    mirror = WandbMirror(WandbSpec(PROJECT, None, "offline"), JobDir(job_dir), run_id=run_id,
+                         run_name=f"{record['sweep']}/{job_dir.name}", group=record["sweep"], job_type=record["input"],
+                         tags=[f"input:{record['input']}", f"seed:{record['seed']}", f"model:{record['model']}"],
+                         config={**record["config"], "input_props": record["input_props"]})
+    mirror.sync_record(record)
+    mirror.finish(True)
+    return next(r["run"] for r in wandb_records(job_dir / "wandb", run_id) if r.get("type") == "run")
+
+
+def _kind(config: dict, address: str) -> str:
+    """What W&B's `<top>.value.<rest>` names in a logged run config: a "leaf", an "object" or "absent"."""
+    top, _, rest = address.partition(".value")
+    if top not in config:
+        return "absent"
+    node = config[top]
+    for part in [p for p in rest.split(".") if p]:
+        if not isinstance(node, dict) or part not in node:
+            return "absent"
+        node = node[part]
+    return "object" if isinstance(node, dict) else "leaf"
+
+
+def test_every_arm_is_its_own_job_type_and_the_workspace_groups_by_keys_the_runs_have(tmp_path):
+    sweep = tmp_path / "multirun" / "output_side"
+    arms = [_head_job(sweep, name, head, 1) for name, heads in HEADS.items() for head in heads]
+    one_off = write_job(tmp_path / "runs" / "main", "learned", 1, val_ppl=60.0, val_bpb=1.9)  # `fixedcode run`
+    runs = {job: _logged_run(job, f"arm{i:02d}") for i, job in enumerate([*arms, one_off])}
+    study = build_study(collect_run_dirs([sweep]))
+    variants = dict(zip(study.jobs["job_key"], study.jobs["variant"]))
+    for job in arms:   # the job type is the report's variant: input and head, all six apart
+        record = json.loads((job / "results.json").read_text())
+        run = runs[job]
+        assert run["job_type"] == variants[job.name], (run["job_type"], variants[job.name])
+        assert run["run_group"] == "output_side"
+        assert {f"input:{record['input']}", f"output:{record['output']}", "seed:1"} <= set(run["tags"])
+    assert len({runs[job]["job_type"] for job in arms}) == len(arms)
+    assert runs[arms[0]]["job_type"] == "learned (output=untied)"
+    # the one-off run (default name=main, no -m) has a group of its own, and its analysis finds it
+    assert runs[one_off]["run_group"] == "runs/main" != "main"
+    assert dashboard.study_group(build_study(collect_run_dirs([tmp_path / "runs" / "main"]))) == "runs/main"
+    # the workspace: filtered by the runs' group, grouped and tabled by leaf keys of the logged config
+    view = dashboard.workspace_spec(dashboard.build_workspace(ENTITY, PROJECT, dashboard.study_group(study), study))
+    runset = view["spec"]["section"]["runSets"][0]
+    assert [f["value"] for f in runset["filters"]["filters"]] == ["output_side"]
+    configs = [r["config"]["update"] for r in runs.values()]
+    addresses = [g["name"] for g in runset["grouping"] if g["section"] == "config"]
+    addresses += [c.removeprefix("config:") for c in runset["runFeed"]["columnOrder"] if c.startswith("config:")]
+    assert "output.value.name" in addresses
+    for address in addresses:   # a plain value in the runs that have it (learned has no code_width)
+        kinds = {_kind(config, address) for config in configs[:-1]}
+        assert "leaf" in kinds and "object" not in kinds, (address, kinds)
+    assert runset["grouping"][0] == {"section": "run", "name": "jobType"}

@@ -352,13 +352,16 @@ def test_each_stage_package_says_what_it_owns():
 
 
 def test_analysis_reads_the_record_without_the_training_stack():
-    """fixedcode_study.analysis imports only record.jobdir and record.atomic (the record's file names
-    and its one atomic writer, which the report's files use too) and errors (the one-line ConfigError
+    """fixedcode_study.analysis imports only record.jobdir, record.atomic and record.variants (the
+    record's file names, its one atomic writer, which the report's files use too, and the variant's
+    name, which W&B runs carry too) and errors (the one-line ConfigError
     its options raise) from the rest of the workbench (lazy imports included): it must run where torch
     is absent. The checkout alias and the command (cli/analyze.py) import the analysis and the
     argument convention (cli/args.py, which imports errors alone) only."""
     graph = import_graph(EVERYTHING)
-    allowed = {"fixedcode_study.record.jobdir", "fixedcode_study.record.atomic", "fixedcode_study.errors"}
+    allowed = {"fixedcode_study.record.jobdir", "fixedcode_study.record.atomic", "fixedcode_study.record.variants",
+               "fixedcode_study.errors"}
+    assert graph["fixedcode_study.record.variants"] == set()   # the standard library alone
     outside = {f"{name} -> {target}" for name, targets in graph.items()
                if name.startswith("fixedcode_study.analysis") for target in targets
                if not target.startswith("fixedcode_study.analysis") and target not in allowed}

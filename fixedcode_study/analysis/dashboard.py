@@ -3,11 +3,13 @@
 report.md is the reviewed record; the W&B workspace is where people watch the same runs while they
 train and look back at them later. It should show them the way the report does, so it is generated:
 - curves against training tokens (the x axis every job defines, training/loggers.py), one line per
-  input (W&B job type) with the seed spread as a min-max band, as in the report's curve figures;
+  variant (W&B job type: the input and, where the study varies it, the head, named as the report
+  names it, record/variants.py) with the seed spread as a min-max band, as in the report's curve figures;
 - final metrics (summary `final/*`, headline `eval/*`) as bars of mean ± std over seeds, as in the
   report's tables;
 - the runs table with the variant's properties (`input_props.*`, the settings that label variants),
-  seed, model and the final numbers, grouped by input;
+  seed, model and the final numbers, grouped by variant; every grouping and column is a leaf key of the
+  runs' config (`output.name`, `input_props.code_width`), never an object such as `output`;
 - with `--wandb-log-report`, the report itself: its tables (CSV -> wandb.Table) and figures (PNG ->
   wandb.Image, the gap figure first) logged to one study-level run (job type "analysis", the study's
   group), which the workspace's report section shows.
@@ -29,12 +31,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..record.jobdir import wandb_group
+from ..record.variants import OUTPUT
 from .errors import AnalysisError
 from .read.variants import DERIVED_PROPS, PROP_PREFIX
 
 SPEC_FILE = "wandb_dashboard.json"
 X_AXIS = "tokens"                      # training/loggers.py defines every train/* and val/* curve against it
-INPUT = "JobType"                      # each job's W&B job type is its input (training/job.py)
+INPUT = "JobType"                      # each job's W&B job type is its variant (training/loggers.py run_identity)
 ANALYSIS_JOB_TYPE = "analysis"
 VAL_CURVES = ("val/loss", "val/ppl", "val/bpb")
 FINAL_METRICS = ("final/val_loss", "final/val_ppl", "final/val_bpb")
@@ -49,11 +53,14 @@ RUN_COLUMNS = ["config:seed.value", "config:model.value.name", "summary:status",
 
 
 def study_group(study, group: str | None = None) -> str:
-    """The W&B group of the study: --group when given, else the one sweep name its runs record."""
+    """The W&B group of the study: --group when given, else the one group its runs were logged in:
+    the sweep name they record, `runs/<name>` for one-off runs (record/jobdir.py wandb_group)."""
     if group:
         return group
     jobs = study.included_jobs if len(study.included_jobs) else study.jobs
-    names = sorted({str(s) for s in jobs.get("sweep", pd.Series(dtype=object)).dropna()})
+    sweeps = jobs.get("sweep", pd.Series(dtype=object))
+    runs = jobs.get("run", pd.Series("", index=sweeps.index, dtype=object)).fillna("")
+    names = sorted({wandb_group(str(s), str(r)) for s, r in zip(sweeps, runs) if pd.notna(s)})
     if len(names) != 1:
         found = ", ".join(names) if names else "none"
         raise AnalysisError(f"--wandb-report needs one study, the runs record {len(names)} ({found}); "
@@ -61,10 +68,20 @@ def study_group(study, group: str | None = None) -> str:
     return names[0]
 
 
+# Study columns whose value is an object in the run config: its leaf (config `output` is {name, type}).
+CONFIG_LEAF = {OUTPUT: f"{OUTPUT}.name"}
+
+
+def config_key(column: str) -> str:
+    """The run config's leaf key of a study column (`output` -> `output.name`; the rest are theirs)."""
+    return CONFIG_LEAF.get(column, column)
+
+
 def _column(config_key: str) -> str:
     """W&B's runs-table address of a config key. Job columns (`input_props.code_width`, `optim.lr`)
     are the run config's nesting (training/job.py logs the config plus input_props and params), and
     W&B stores a nested key as `<top>.value.<rest>`."""
+    config_key = CONFIG_LEAF.get(config_key, config_key)
     top, _, rest = config_key.partition(".")
     return f"config:{top}.value" + (f".{rest}" if rest else "")
 
@@ -82,6 +99,12 @@ def variant_columns(study) -> list[str]:
 def label_columns(study) -> list[str]:
     """The settings that split one input into several variants (none in the main study)."""
     return list(dict.fromkeys(c for cols in study.label_props.values() for c in cols))
+
+
+def grouping_columns(study) -> list[str]:
+    """Config leaf keys the runs are grouped by after their job type. The head is in the job type
+    already (the variant names it), so only the other labelling settings (code width, lr) remain."""
+    return [config_key(c) for c in label_columns(study) if c != OUTPUT]
 
 
 def eval_metrics(study) -> list[str]:
@@ -110,9 +133,9 @@ def build_workspace(entity: str, project: str, group: str, study, *, ema_alpha: 
     import wandb_workspaces.workspaces as ws
     from wandb_workspaces import expr
 
-    labels = label_columns(study)
-    # One input may hold several variants (a code-width sweep): then the panels follow the runs
-    # table's grouping (input, then the labelling settings); a panel can group by one key only.
+    labels = grouping_columns(study)
+    # One job type may hold several variants (a code-width sweep): then the panels follow the runs
+    # table's grouping (job type, then the labelling settings); a panel can group by one key only.
     by_input = {"groupby": INPUT} if not labels else {"aggregate": True}
 
     def curve(metric: str, title: str, **extra):

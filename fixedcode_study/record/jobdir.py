@@ -241,6 +241,24 @@ class JobDir:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# conf/config.yaml: a job without -m runs in ${out_root}/runs/${name}/<key>, a sweep's jobs (`run -m`,
+# `fixedcode sweep`) in ${out_root}/multirun/${name}/<key>.
+SINGLE_RUNS = "runs"
+
+
+def wandb_group(study: str, job_dir: str | os.PathLike) -> str:
+    """The W&B group of a job: its study for a sweep's job, `runs/<study>` for a one-off run (started
+    without -m, so it sits in runs/<study>/): a `fixedcode run` that kept the default name=main never
+    lands in the main study's group, nor in the filter of its workspace (analysis/dashboard.py applies
+    the same rule to the job directories it reads)."""
+    return f"{SINGLE_RUNS}/{study}" if is_single_run(job_dir) else study
+
+
+def is_single_run(job_dir: str | os.PathLike) -> bool:
+    """A job started without -m: it sits in runs/<study>/<key> (conf/config.yaml hydra.run.dir)."""
+    return Path(job_dir).parent.parent.name == SINGLE_RUNS
+
+
 def versions() -> dict[str, str | None]:
     """Versions of the packages that shape a result, for the record."""
     from importlib.metadata import PackageNotFoundError, version

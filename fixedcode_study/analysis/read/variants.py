@@ -26,6 +26,8 @@ import json
 import numpy as np
 import pandas as pd
 
+from ...record.variants import DEFAULT_OUTPUT, OUTPUT, is_missing, format_value, variant_label
+
 LEARNED = "learned"
 PROP_PREFIX = "input_props."
 TUNED_PREFIXES = ("optim.lr", "optim.warmup")
@@ -99,22 +101,6 @@ def label_props_for(jobs: pd.DataFrame) -> list[str]:
     return chosen
 
 
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and np.isnan(value))
-
-
-def format_value(value) -> str:
-    if _missing(value):
-        return "default"  # the prop is absent from this job's record: its input config left it unset
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-OUTPUT = "output"
-DEFAULT_OUTPUT = "untied"
 # Reading order of the heads (conf/output): the paper's, the token-specific alternative, then the
 # table-free heads from the one that keeps a projection to the exact chain; unknown heads after.
 OUTPUT_ORDER = ("untied", "tied", "fixed", "fixed_gaussian", "bitchain", "bitchain_gf2")
@@ -137,18 +123,10 @@ def tuned_columns_for(jobs: pd.DataFrame) -> list[str]:
     return [c for c in jobs.columns if c.startswith(TUNED_PREFIXES) and _hashable(jobs[c]).nunique() > 1]
 
 
-def variant_label(input_name: str, row: pd.Series, props: list[str]) -> str:
-    """'gf2 (code_width=24, lr=0.001)': the input name plus each labelling column's last dotted part."""
-    if not props:
-        return input_name
-    parts = [f"{p.rpartition('.')[2]}={format_value(row[p])}" for p in props]
-    return f"{input_name} ({', '.join(parts)})"
-
-
 def _sort_key(value):
     """Absent props first (the plain variant, which is also the one a comparison takes as the
     baseline), then numbers numerically (code_width 8 < 16 < 32), then text."""
-    if _missing(value):
+    if is_missing(value):
         return (-1, 0.0, "")
     if isinstance(value, (int, float)):
         return (0, float(value), "")
