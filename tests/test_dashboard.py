@@ -1,6 +1,6 @@
 """The study's W&B dashboard (analysis/dashboard.py) and the metric definitions it relies on, offline.
 
-The spec `--dry-run` writes is exactly the view `Workspace.save()` would upload, so checking it checks
+The spec `dry_run=true` writes is exactly the view `Workspace.save()` would upload, so checking it checks
 the dashboard; W&B itself is never reached (conftest forces WANDB_MODE=offline, and the CLI test also
 refuses every non-local connection). Runs are the schema-true synthetic ones from tests/helpers, no training.
 """
@@ -64,7 +64,7 @@ def _block_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
-    """`python -m analysis <main sweep> --wandb-report E/P --dry-run --wandb-log-report`, once, with every
+    """`fixedcode analyze <main sweep> wandb_report=E/P dry_run=true wandb_log_report=true`, once, with every
     connection that leaves the machine refused: a dry run builds, writes and logs offline only."""
     root = tmp_path_factory.mktemp("dashboard")
     sweep = build_main_sweep(root)
@@ -217,7 +217,7 @@ def test_bad_dashboard_settings_are_one_line_errors(tmp_path, capsys, args, flag
 
 def test_group_is_the_study_or_given(tmp_path):
     two = build_study(collect_run_dirs([build_main_sweep(tmp_path), build_single_seed(tmp_path)]))
-    with pytest.raises(AnalysisError, match="--group"):
+    with pytest.raises(AnalysisError, match="group="):
         dashboard.study_group(two)
     assert dashboard.study_group(two, "single") == "single"
 
@@ -237,7 +237,7 @@ def test_publishing_is_refused_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     write_job(tmp_path / "multirun" / "main", "learned", 1, val_ppl=60.0, val_bpb=1.9)
     study = build_study(collect_run_dirs([tmp_path]))
-    with pytest.raises(AnalysisError, match="--dry-run"):
+    with pytest.raises(AnalysisError, match="dry_run=true"):
         dashboard.publish(dashboard.build_workspace(ENTITY, PROJECT, "main", study))
 
 

@@ -10,12 +10,12 @@ train and look back at them later. It should show them the way the report does, 
 - the runs table with the variant's properties (`input_props.*`, the settings that label variants),
   seed, model and the final numbers, grouped by variant; every grouping and column is a leaf key of the
   runs' config (`output.name`, `input_props.code_width`), never an object such as `output`;
-- with `--wandb-log-report`, the report itself: its tables (CSV -> wandb.Table) and figures (PNG ->
+- with `wandb_log_report=true`, the report itself: its tables (CSV -> wandb.Table) and figures (PNG ->
   wandb.Image, the gap figure first) logged to one study-level run (job type "analysis", the study's
   group), which the workspace's report section shows.
 
 Constructing a `wandb_workspaces` Workspace touches no network, and its `_to_model()` is exactly the
-view that `Workspace.save()` uploads, so `--dry-run` writes that view as JSON (`wandb_dashboard.json`)
+view that `Workspace.save()` uploads, so `dry_run=true` writes that view as JSON (`wandb_dashboard.json`)
 and the tests check it offline. (A wandb_workspaces *Report* looks every runset's project up on the
 server while it serialises, so it cannot be built offline; hence a workspace.)
 """
@@ -53,7 +53,7 @@ RUN_COLUMNS = ["config:seed.value", "config:model.value.name", "summary:status",
 
 
 def study_group(study, group: str | None = None) -> str:
-    """The W&B group of the study: --group when given, else the one group its runs were logged in:
+    """The W&B group of the study: group= when given, else the one group its runs were logged in:
     the sweep name they record, `runs/<name>` for one-off runs (record/jobdir.py wandb_group)."""
     if group:
         return group
@@ -63,8 +63,8 @@ def study_group(study, group: str | None = None) -> str:
     names = sorted({wandb_group(str(s), str(r)) for s, r in zip(sweeps, runs) if pd.notna(s)})
     if len(names) != 1:
         found = ", ".join(names) if names else "none"
-        raise AnalysisError(f"--wandb-report needs one study, the runs record {len(names)} ({found}); "
-                            "name the W&B group with --group")
+        raise AnalysisError(f"wandb_report= needs one study, the runs record {len(names)} ({found}); "
+                            "name the W&B group with group=")
     return names[0]
 
 
@@ -205,18 +205,18 @@ def write_spec(workspace, group: str, path: Path) -> Path:
 def _refuse_offline(flag: str) -> None:
     mode = os.environ.get("WANDB_MODE", "").lower()
     if mode in ("offline", "disabled", "dryrun"):
-        raise AnalysisError(f"{flag} publishes to W&B but WANDB_MODE={mode}; add --dry-run, or unset WANDB_MODE")
+        raise AnalysisError(f"{flag} publishes to W&B but WANDB_MODE={mode}; add dry_run=true, or unset WANDB_MODE")
 
 
 def publish(workspace) -> str:
     """Workspace.save(): a new view in the project; returns its URL."""
-    _refuse_offline("--wandb-report")
+    _refuse_offline("wandb_report=")
     try:
         return workspace.save().url
     except Exception as exc:  # wandb raises many types (UsageError, CommError, HTTP errors)
         detail = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise AnalysisError(f"--wandb-report: W&B did not take the workspace ({type(exc).__name__}: {detail}); "
-                            "run `wandb login` on a machine with network access, or add --dry-run") from exc
+        raise AnalysisError(f"wandb_report: W&B did not take the workspace ({type(exc).__name__}: {detail}); "
+                            "run `wandb login` on a machine with network access, or add dry_run=true") from exc
 
 
 def analysis_run_id(group: str) -> str:
@@ -236,10 +236,10 @@ def report_files(output) -> tuple[dict[str, Path], dict[str, Path]]:
 def log_report(output, entity: str, project: str, group: str, *, offline: bool, command: str = "") -> Path:
     """Log the report's tables and figures to the study's analysis run; returns the run's local folder.
 
-    offline=True (--dry-run) keeps it on this machine: `wandb sync <folder>` uploads it later.
+    offline=True (dry_run=true) keeps it on this machine: `wandb sync <folder>` uploads it later.
     """
     if not offline:
-        _refuse_offline("--wandb-log-report")
+        _refuse_offline("wandb_log_report=true")
     import wandb
 
     tables, figures = report_files(output)
@@ -259,5 +259,5 @@ def log_report(output, entity: str, project: str, group: str, *, offline: bool, 
         run.finish()
     except Exception as exc:  # noqa: BLE001 - one line, like every analysis error
         detail = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise AnalysisError(f"--wandb-log-report: could not log the report ({type(exc).__name__}: {detail})") from exc
+        raise AnalysisError(f"wandb_log_report: could not log the report ({type(exc).__name__}: {detail})") from exc
     return folder

@@ -121,12 +121,12 @@ def history_to_curves(rows: Iterable[Mapping], run: str) -> pd.DataFrame | None:
 def open_api():
     mode = os.environ.get("WANDB_MODE", "").lower()
     if mode in ("offline", "disabled", "dryrun"):
-        raise AnalysisError(f"--wandb needs the online W&B API but WANDB_MODE={mode}; "
+        raise AnalysisError(f"wandb= needs the online W&B API but WANDB_MODE={mode}; "
                             "unset it, or analyse the run directories instead")
     try:
         import wandb
     except ImportError as exc:
-        raise AnalysisError("--wandb needs the wandb package (pip install wandb)") from exc
+        raise AnalysisError("wandb= needs the wandb package (pip install wandb)") from exc
     try:
         return wandb.Api(timeout=API_TIMEOUT_S)
     except Exception as exc:  # wandb raises many types (UsageError, AuthenticationError, network errors)
@@ -141,7 +141,7 @@ def _api_failure(exc: Exception) -> str:
 
 def collect_wandb(path: str, group: str | None = None) -> Collected:
     if path.count("/") != 1 or not all(path.split("/")):
-        raise AnalysisError(f"--wandb expects ENTITY/PROJECT, got {path!r}")
+        raise AnalysisError(f"wandb= expects ENTITY/PROJECT, got {path!r}")
     api = open_api()
     source = f"wandb:{path}" + (f" (group {group})" if group else "")
     collected = Collected(sources=[source])
