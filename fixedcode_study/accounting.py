@@ -8,7 +8,7 @@
 - `flops_per_token(config, seq_len, head_flops)`: training FLOPs per token, one formula, PaLM's
   (Chowdhery et al. 2022, arXiv:2204.02311, appendix B): 6 N + 12 * n_layer * n_head * head_dim *
   seq_len, where N counts the weights that multiply activations (block projections and the untied
-  head). Another output head (outputs package) replaces the head's 6 V d by its own count. The attention term counts QK^T and AV without the causal halving, as PaLM and nanoGPT do.
+  head). Another output head (heads package) replaces the head's 6 V d by its own count. The attention term counts QK^T and AV without the causal halving, as PaLM and nanoGPT do.
   Input lookups (a learned table or a computed code) and norm scales are not matmuls: no FLOPs.
 - `block_params` / `body_params` / `matmul_params`: the same counts from shapes alone (no model
   built), used by size matching and checked against built models by the tests.
@@ -70,7 +70,7 @@ def matmul_params(cfg: "ModelConfig") -> int:
 
 def flops_per_token(cfg: "ModelConfig", seq_len: int, head_flops: int | None = None) -> dict[str, int]:
     """Training FLOPs per token (forward + backward), see FLOPS_FORMULA. head_flops: the output
-    head's own count (outputs.output_flops_per_token); None = the untied head's 6 V d."""
+    head's own count (heads.output_flops_per_token); None = the untied head's 6 V d."""
     dense = 6 * matmul_params(cfg)
     if head_flops is not None:
         dense += int(head_flops) - 6 * head_params(cfg)

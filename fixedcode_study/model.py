@@ -6,7 +6,7 @@ or a plain GELU MLP (`model.mlp: gelu`: the paper's earlier version, conf/model/
 no Llama equivalent, so the Hugging Face export and the bench's reference refuse it), causal
 attention through scaled_dot_product_attention, no biases. Two parts are pluggable: `self.input` (token IDs -> input
 vectors, the inputs package), the part the study varies, and `self.head` (final hidden states ->
-logits, the outputs package), the paper's untied V x d projection unless `output=` asks otherwise.
+logits, the heads package), the paper's untied V x d projection unless `output=` asks otherwise.
 
 Shapes: B batch, T sequence, d d_model, H heads, Hkv key/value heads, D head dim, V vocabulary.
 

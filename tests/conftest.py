@@ -1,5 +1,9 @@
 """Shared test setup: a hermetic environment for the whole session, and the shared-data location.
 
+Tests are arranged as the package is: tests/<subpackage>/ holds the tests of fixedcode_study/<subpackage>/
+(tests/model/ those of model.py, build.py and the presets), and tests/ itself the package-wide ones
+(layout, install). Test file names are unique across folders (pytest's rootdir-relative import).
+
 Before any test module is imported (libraries read some of these at import time: huggingface_hub,
 datasets, matplotlib), `pytest_configure` points every cache and config folder that the code or
 its libraries write to (the token cache, W&B, Hugging Face, matplotlib, torch/inductor/triton,

@@ -23,7 +23,7 @@ FINAL_SHOWN = ("val_loss", "val_ppl", "val_bpb")
 OUTPUT_PROPS_SHOWN = ("type", "code", "code_type", "code_width", "scale_mode", "scale", "code_rank", "pairs",
                       "free_steps_mean", "forced_bits", "logit_rank_bound", "tied_to")
 LICENSE = "mit"  # the workbench's (pyproject.toml); the card's weights are trained by its code on the named corpus
-TABLE_FREE_HEADS = ("fixed", "bitchain")  # no trainable parameter of the head depends on V (outputs/)
+TABLE_FREE_HEADS = ("fixed", "bitchain")  # no trainable parameter of the head depends on V (heads/)
 
 
 def _head_sentence(kind: str, code: Any, stored: bool = False) -> str:
@@ -78,7 +78,7 @@ def sibling_records(job: JobDir, record: dict[str, Any]) -> list[dict[str, Any]]
 
 
 def _load_snippet(fixed: bool, context: Any, table_free_head: bool = False) -> list[str]:
-    """The card's loading code (tests/test_hub_users.py runs it as written) and what a user should know."""
+    """The card's loading code (tests/hub/test_hub_users.py runs it as written) and what a user should know."""
     remote = ", trust_remote_code=True" if fixed or table_free_head else ""
     lines = ["```python", "from transformers import AutoModelForCausalLM, AutoTokenizer",
              f"model = AutoModelForCausalLM.from_pretrained(FOLDER{remote})",

@@ -11,7 +11,7 @@ decisions (threads; compile, from the built model's FLOPs) and the fingerprint. 
 composed config again: each takes the JobSpec or a part of it. The pattern is lm-eval's
 `EvaluatorConfig.from_cli` -> `simple_evaluate` and litgpt's dataclass arguments.
 
-`to_json()` / `from_json()` round-trip exactly (tests/test_spec.py). The JSON is stored verbatim
+`to_json()` / `from_json()` round-trip exactly (tests/spec/test_spec.py). The JSON is stored verbatim
 in results.json (`spec`) and in every checkpoint (the final one's config.json, and last.ckpt), so a
 stored model is rebuilt from what it was trained with, whatever conf/ says later
 (record/checkpoint.py). `composed` is the config as the user composed it (references by name):

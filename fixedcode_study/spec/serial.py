@@ -4,7 +4,7 @@ The rule is structural, read from each dataclass's field annotations: a nested s
 object, a tuple a list (and a tuple again on the way back), a mapping a plain dict, a scalar
 itself. A class with its own `to_json` / `from_json` (build.ModelSpec, which the record layer reads
 below spec/) is asked to do its own part. `from_json(cls, to_json(spec)) == spec` for every spec of
-this package (tests/test_spec.py), and the JSON text of both is the same.
+this package (tests/spec/test_spec.py), and the JSON text of both is the same.
 """
 
 from __future__ import annotations

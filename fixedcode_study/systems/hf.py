@@ -109,7 +109,7 @@ class HFCausalLM(torch.nn.Module):
     """
 
     ATTR = "hf"
-    # What LanguageModelTask reads of Decoder.head (outputs.OutputHead.teacher_forced): HF's head is
+    # What LanguageModelTask reads of Decoder.head (heads.OutputHead.teacher_forced): HF's head is
     # the untied lm_head, trained through (B, T, V) logits. A plain class attribute, not a module:
     # no parameters, nothing in the state_dict.
     head: ClassVar[Any] = SimpleNamespace(teacher_forced=False)

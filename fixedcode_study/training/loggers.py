@@ -42,7 +42,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 
 from ..console import say
-from ..record.jobdir import JobDir, is_single_run, wandb_group
+from ..record.jobdir import METRICS_FILE, JobDir, is_single_run, wandb_group
 from ..record.variants import OUTPUT, head_variant
 from ..spec.parts import WandbSpec
 
@@ -363,7 +363,7 @@ class WandbMirror:
         history, _ = read_wandb_log(self.wandb_dir, run_id)
         rewind = first_difference(history, read_metrics_steps(self.metrics_csv))
         if rewind is not None:
-            say(f"[wandb] run {run_id} holds steps from {rewind} on that metrics.csv does not (a killed attempt's, "
+            say(f"[wandb] run {run_id} holds steps from {rewind} on that {METRICS_FILE} does not (a killed attempt's, "
                 f"past its checkpoint): rewound to step {rewind}, this attempt logs them again")
             history = rewind_logs(self.wandb_dir, run_id, rewind)
         self.through = max((int(r["_step"]) for r in history if "_step" in r), default=-1)
@@ -408,7 +408,7 @@ class WandbMirror:
         except Exception as err:  # noqa: BLE001 - the record on disk is the truth; sync catches up
             _LIVE.pop(self.metrics_csv.resolve(), None)
             say(f"[wandb] live logging stopped ({type(err).__name__}: {err}".splitlines()[0]
-                + "); metrics.csv is unaffected and the next sync sends the rest")
+                + f"); {METRICS_FILE} is unaffected and the next sync sends the rest")
             return
         self.through, self._pending = step, step
 

@@ -25,7 +25,7 @@ df_q MS_q / E[MS_q] ~ chi2(df_q), df = I - 1, J - 1, (I - 1)(J - 1):
   the residual share at 1 and drops its coverage to ~0.90 when the residual dominates.
   The draws come from a fixed seed, so a report is reproducible.
 Coverage of nominal 95% under this model (4000 simulated data sets each, 10k draws; the test
-tests/test_analysis_variance.py checks >= 0.93 at the first four rows):
+tests/analysis/test_analysis_variance.py checks >= 0.93 at the first four rows):
     grid     s2 matrix / seed / resid   var matrix  seed  resid   share matrix  seed  resid
     5 x 3    1   / 0.5 / 0.5               0.956  0.954  0.952       0.965  0.960  0.957
     5 x 3    0.1 / 0.5 / 0.5               0.959  0.954  0.952       0.965  0.958  0.962

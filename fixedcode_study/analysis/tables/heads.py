@@ -1,6 +1,6 @@
 """The output heads of a study (one row per variant), when any job ran a head other than untied.
 
-Read from results.json ``output_props`` (outputs package: type, code, code_width, logit_rank_bound)
+Read from results.json ``output_props`` (heads package: type, code, code_width, logit_rank_bound)
 and ``params`` (head_trainable, token_specific_trainable), one run per (context, variant): these are
 properties of the model, identical across seeds. The row says what a reader needs to weigh a
 table-free head's number: how many parameters it has, whether any is token-specific, and the rank

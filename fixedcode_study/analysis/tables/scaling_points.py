@@ -1,7 +1,7 @@
 """The points the scaling fits are asked about: the paper's model and the earlier version's, with their
 parameter counts under both conventions, training tokens and training FLOPs, and the paper's
 measured WikiText gap converted to bits per byte. Published or assumed numbers, never produced here;
-every count below follows from the stated shape (tests/test_analysis_scaling.py recomputes them with
+every count below follows from the stated shape (tests/analysis/test_analysis_scaling.py recomputes them with
 accounting's functions, and the paper's against the issue's totals and conf/model/paper_1p7b.yaml).
 
 Counts are accounting's (fixedcode_study/accounting.py) on the stated shape, written out as numbers:
@@ -21,7 +21,7 @@ from .reference import PAPER, read_references
 # wikitext-2-raw-v1 test, words = len(re.split(r"\s+", page)) and bytes = len(page.encode("utf-8")),
 # both on the page before detokenisation, summed over the 62 pages. Computed from
 # ../shared/data/eval/wikitext/test.jsonl (see ../shared/data/SOURCES.md; it states the same two
-# totals); tests/test_analysis_scaling.py recomputes them when that folder exists.
+# totals); tests/analysis/test_analysis_scaling.py recomputes them when that folder exists.
 WIKITEXT_WORDS = 241_335
 WIKITEXT_BYTES = 1_290_527
 WIKITEXT_WORDS_PER_BYTE = WIKITEXT_WORDS / WIKITEXT_BYTES   # 0.18700...
@@ -37,7 +37,7 @@ def wikitext_bpb(word_perplexity: float) -> float:
 class Shape:
     """A model's shape and the counts that follow from it. The counts are stated numbers, not computed
     here: the analysis runs without torch (so without accounting), and accounting owns the formulas;
-    tests/test_analysis_scaling.py recomputes each with accounting's functions from the shape."""
+    tests/analysis/test_analysis_scaling.py recomputes each with accounting's functions from the shape."""
     n_layer: int
     d_model: int
     n_head: int

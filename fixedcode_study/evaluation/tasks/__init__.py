@@ -69,7 +69,7 @@ def unknown_tasks(tasks: Sequence[str]) -> list[str]:
 
     lm-eval's index parses every task YAML it ships (most of lm-eval's start-up). Every name it knows is
     spelled in one of the files of its tasks folder (a YAML or a file one includes; checked in
-    tests/test_model_sources.py), so a name no file spells is unknown without it (a plain text
+    tests/evaluation/test_model_sources.py), so a name no file spells is unknown without it (a plain text
     scan, far quicker); the index decides the rest."""
     rest = [t for t in tasks if t not in BUILTIN_TASKS and t not in MIRROR_TASKS]
     if not rest:

@@ -10,7 +10,7 @@ from fixedcode_study.config import compose
 from fixedcode_study.data.corpus import load_documents, plan_pieces, piece_documents, streams_from_config
 from fixedcode_study.errors import ConfigError
 
-GUTENBERG = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpus" / "gutenberg"
+GUTENBERG = Path(__file__).resolve().parents[3] / "shared" / "data" / "corpus" / "gutenberg"
 BOOK = ("The Project Gutenberg EBook of X\nLicense: use it\n*** START OF THIS PROJECT GUTENBERG EBOOK X ***\n"
         "Chapter 1.\nIt was a dark night.\n*** END OF THIS PROJECT GUTENBERG EBOOK X ***\nFull licence text.\n")
 KEEP = [r"^\*\*\* ?START OF", r"^(\*\*\* ?END OF|End of (?i:the|this) Project Gutenberg)"]

@@ -19,10 +19,10 @@ from fixedcode_study.errors import ConfigError
 from fixedcode_study.data.shards import pretokenize
 from fixedcode_study.data.tokenizer import load_pretrained
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.pretokenize import save_hf_tokenizer, text_files_cfg, write_corpus  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

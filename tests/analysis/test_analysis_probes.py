@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers, without a conftest
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers, without a conftest
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import analysis as fx
 

@@ -31,7 +31,7 @@ from fixedcode_study.cli.args import POSITIONAL, Command, help_text, parse, run_
 from fixedcode_study.errors import ConfigError
 from helpers.cli import fixedcode
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OWN_COMMAND_LINE = ("run", "lm-eval")  # Hydra's and lm-eval's own command lines: no options dataclass
 
 

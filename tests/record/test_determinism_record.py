@@ -1,7 +1,7 @@
 """What the record says about repeatability (issue 26): runtime.deterministic, and resume and reuse
 repeating it when bitwise equality does not hold.
 
-A CPU job is bitwise repeatable at its thread count (tests/test_speed.py checks that, slow); these
+A CPU job is bitwise repeatable at its thread count (tests/systems/test_speed.py checks that, slow); these
 tests check what the record and the console say where it is not: a job trained on a GPU (its record
 states it, as spec.runtime.determinism writes it for CUDA) that another study reuses, and a resume at
 another thread count than the attempt it continues."""

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import analysis as fx
 
@@ -32,7 +32,7 @@ from fixedcode_study.analysis.stats.pairing import (
     paired_curve_gap,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def md_rows(path: Path) -> list[list[str]]:

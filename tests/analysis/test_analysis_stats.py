@@ -18,7 +18,7 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_ind, ttost_paired
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root until pyproject adds it
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root until pyproject adds it
 
 from fixedcode_study.analysis.stats.comparisons import Plan, compare, parse_pairs
 from fixedcode_study.analysis.stats.equivalence import Margins, default_margin, parse_margin, tost_p

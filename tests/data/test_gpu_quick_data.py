@@ -24,10 +24,10 @@ import pytest
 from fixedcode_study.config import compose
 from fixedcode_study.data.shards import default_out_dir
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.pretokenize import save_hf_tokenizer, sentence  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 FILES, DOCS_PER_FILE = 3, 10_000  # 30k short documents: gpu_quick's val_fraction 0.0005 holds ~15 out
 
 # FineWeb-Edu's columns and types, as its README declares them.

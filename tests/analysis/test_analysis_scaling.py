@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conftest import SHARED_DATA
 from helpers import analysis as fx
@@ -38,7 +38,7 @@ from fixedcode_study.analysis.tables.scaling_points import (
     wikitext_bpb,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 V = 4096
 SIZES = {"ladder_d32": (32, 40_000), "ladder_d48": (48, 90_000), "ladder_d64": (64, 160_000)}
 BUDGETS = (2 ** 19, 2 ** 21, 2 ** 23)

@@ -18,7 +18,7 @@ from fixedcode_study.data.layout import read_manifest
 from fixedcode_study.data.prepare import PreparedData, load_pretokenized, prepare
 from fixedcode_study.data.shards import pretokenize, val_quotas
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.pretokenize import (  # noqa: E402
     ALPHABETS,
     fit_briefly,

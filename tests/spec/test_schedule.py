@@ -15,7 +15,7 @@ from fixedcode_study.errors import ConfigError
 from fixedcode_study.spec import JobSpec, TrainSpec
 from fixedcode_study.training.schedule import ValidationSchedule, every_steps, validation_schedule, validation_steps
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.pretokenize import fit_briefly, text_files_cfg, write_corpus  # noqa: E402
 
 

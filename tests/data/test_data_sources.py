@@ -16,7 +16,7 @@ from fixedcode_study.data.prepare import load_pretokenized, prepare
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.data.shards import pretokenize
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.pretokenize import text_files_cfg, write_corpus  # noqa: E402
 
 

@@ -20,7 +20,7 @@ from scipy import integrate
 from scipy import stats as sps
 from statsmodels.stats.power import TTestPower
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root until pyproject adds it
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root until pyproject adds it
 
 from fixedcode_study.analysis.stats import equivalence as eq
 from fixedcode_study.analysis.stats.comparisons import Plan, compare

@@ -22,7 +22,7 @@ from fixedcode_study.cli.__main__ import COMMANDS
 from fixedcode_study.cli.run_line import HYDRA_FLAGS
 from fixedcode_study.config import CONFIG_DIR, compose
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "docs" / "reports" / "README.md",
         ROOT / "sweeps" / "README.md"]
 MANUALS = sorted((ROOT / "fixedcode_study" / "cli").glob("*.py"))

@@ -3,7 +3,7 @@
 The expected cells below are computed by hand from the numbers in tests/helpers/analysis.py;
 CIs, dofs and p-values are checked against scipy independently of fixedcode_study.analysis.stats.core. The statistics
 (paired t, TOST, Holm, effect sizes, variance components) have their own files:
-tests/test_analysis_stats.py, test_analysis_pairing.py, test_analysis_variance.py, test_analysis_studies.py.
+tests/analysis/test_analysis_stats.py, test_analysis_pairing.py, test_analysis_variance.py, test_analysis_studies.py.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers, without a conftest
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root until pyproject adds it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers, without a conftest
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root until pyproject adds it
 
 from helpers import analysis as fx
 
@@ -40,7 +40,7 @@ from fixedcode_study.analysis.report import write_report
 from fixedcode_study.analysis.stats.core import lower_is_better, welch_compare
 from fixedcode_study.analysis.read.wandb import history_to_curves, results_from_wandb
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PM = "±"
 
 

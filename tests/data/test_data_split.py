@@ -19,10 +19,10 @@ from fixedcode_study.data.split import RULES, Split, unigram_val_ppl
 from fixedcode_study.errors import ConfigError
 from fixedcode_study.spec.job import JobSpec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.pretokenize import text_files_cfg, write_corpus  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GUTENBERG = REPO.parent / "shared" / "data" / "corpus" / "gutenberg"
 REPORTS = REPO / "docs" / "reports"
 

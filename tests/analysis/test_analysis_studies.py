@@ -14,8 +14,8 @@ import pytest
 from matplotlib.colors import to_rgb
 from scipy import stats as sps
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import analysis as fx
 
