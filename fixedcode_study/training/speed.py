@@ -37,12 +37,15 @@ inductor's on-disk cache, so the second job of a study compiles in a few seconds
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.nn.functional as F
 
 from ..spec.runtime import COMPILE_CHOICES, THREADS_ENV, resolve_compile, resolve_threads
+
+if TYPE_CHECKING:
+    from ..model import Decoder
 
 __all__ = ["COMPILE_CHOICES", "THREADS_ENV", "apply_threads", "compile_model", "loss_functions", "resolve_compile",
            "resolve_threads"]
@@ -56,10 +59,12 @@ def apply_threads(threads: int) -> int:
     return n
 
 
-def compile_model(model: torch.nn.Module, per_block: bool, input_eager: bool = True) -> None:
-    """Compile in place (state_dict keys unchanged): the whole model but its input layer, or each
-    decoder block. input_eager=False (the bench only: `bench settings=fp32_compiled_input`) compiles
-    the input layer too, the graph that was not bitwise repeatable at 2+ threads."""
+def compile_model(model: Decoder, per_block: bool, input_eager: bool = True) -> None:
+    """Compile our Decoder in place (state_dict keys unchanged): the whole model but its input layer,
+    or each decoder block. input_eager=False (the bench only: `bench settings=fp32_compiled_input`)
+    compiles the input layer too, the graph that was not bitwise repeatable at 2+ threads. Only our
+    Decoder (it has `.input` and `.blocks`): the bench's HF reference is compiled whole, as HF users
+    compile it (systems/fit.py compile_subject)."""
     torch._dynamo.reset()  # a fresh cache per job: see the module docstring
     if per_block:
         for block in model.blocks:
