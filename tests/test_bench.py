@@ -23,9 +23,9 @@ from fixedcode_study.cli.bench import variant_specs
 from fixedcode_study.cli.bench_input import input_specs
 from fixedcode_study.model import ModelConfig
 from fixedcode_study.systems.bench_input import InputBenchOptions, run_input_bench
-from fixedcode_study.systems.bench_report import state_only
+from fixedcode_study.systems.bench_report import compare_with_reference, state_only
 from fixedcode_study.systems.fit import REFERENCE, SETTINGS, STEP, build_subject_model, compile_subject, fit_steps
-from fixedcode_study.systems.timing import pass_plan
+from fixedcode_study.systems.timing import pass_plan, subjects
 from fixedcode_study.training.task import LanguageModelTask
 
 PAPER_TABLE = 49_152 * 2_048
@@ -132,6 +132,23 @@ def test_compile_subject_by_model(setting):
     compile_subject(ref, SETTINGS[setting])  # was AttributeError: 'HFCausalLM' object has no attribute 'input'
     assert ref.hf._compiled_call_impl is not None  # the HF model itself, whole
     assert ref._compiled_call_impl is None  # not our adapter around it
+
+
+def test_reference_runs_once_per_precision_and_compile():
+    """A _input setting differs from its plain twin only in our input layer: the reference (compiled
+    whole either way) is timed once for both, and rows of either setting are set against it."""
+    chosen = [SETTINGS[n] for n in ("fp32_compiled", "fp32_compiled_input", "fp32")]
+    rows = subjects({"learned": "learned spec"}, "reference spec", chosen)
+    assert [r.key for r in rows] == ["learned@fp32_compiled", f"{REFERENCE}@fp32_compiled",
+                                     "learned@fp32_compiled_input", "learned@fp32", f"{REFERENCE}@fp32"]
+    variants = [{"name": r.key, "setting": r.setting.name, "precision": r.setting.precision,
+                 "compiled": r.setting.compile, "kind": "reference" if r.name == REFERENCE else "ours",
+                 "tokens_per_s": tps} for r, tps in zip(rows, (300.0, 200.0, 250.0, 100.0, 50.0))]
+    compare_with_reference(variants, [])
+    by = {v["name"]: v for v in variants}
+    assert by["learned@fp32_compiled_input"]["tokens_per_s_vs_reference_same_setting"] == pytest.approx(250 / 200)
+    assert by["learned@fp32"]["tokens_per_s_vs_reference_same_setting"] == pytest.approx(100 / 50)
+    assert all(v["reference_row"] == f"{REFERENCE}@fp32_compiled" for v in variants)
 
 
 def test_bench_rows_use_their_own_models_flops(tmp_path):
