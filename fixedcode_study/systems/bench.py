@@ -79,7 +79,7 @@ def preflight(specs: dict[str, JobSpec], options: BenchOptions, reference_spec: 
         reference = reference_spec if reference_spec is not None else specs.get("learned")
         if reference is None:
             raise ConfigError("reference_config", "the HF reference is converted from the learned config",
-                              "pass the learned config (cli/bench.py composes it) or no_reference=true")
+                              "pass the learned config (cli/bench.py composes it) or reference=false")
         head = reference.model.output.get("type", "untied")  # absent: the untied head
         if head != "untied":  # LlamaForCausalLM's lm_head is a V x d matrix: only the untied head maps onto it
             raise ConfigError("output", f"the HF LlamaForCausalLM reference has an untied head, not output={head}",

@@ -4,7 +4,7 @@ Precision is the trainer's (`trainer.precision`, Lightning's own plugin: `bf16-m
 the matmuls to bf16, with weights, optimizer state, attention scores, the loss, the softmax and the
 validation sums in fp32). On CPU, conf/trainer/cpu.yaml asks `hardware.cpu_precision`, which picks
 bf16-mixed where it wins: a CPU with bf16 matmul instructions (AMX-BF16 or AVX512-BF16; elsewhere
-bf16 is emulated and slower) and d_model >= 128. Measured on a 2-core AMX box (bench --settings):
+bf16 is emulated and slower) and d_model >= 128. Measured on a 2-core AMX box (bench settings=...):
 at d_model=64 (test_micro) eager bf16 steps are 1.6x slower than fp32 (the casts cost more than the
 tiny matmuls save); at d_model=128 (cpu_tiny) 1.35x faster eager and 2.3x compiled; at 512 (cpu_30m)
 2.2x eager, 2.8x compiled. The resolved precision is in the fingerprint (trainer.precision): the
