@@ -183,6 +183,13 @@ def test_bench_rejects_unknown_option(capsys):
     assert err.startswith("error: --stepz:") and "not an option" in err and "\n" not in err
 
 
+def test_bench_mistyped_setting_is_one_line_naming_it(capsys):
+    """A key=value that is not a setting goes to Hydra as an override; a near-miss of a setting says so."""
+    assert bench_main(["model=test_micro", "stpes=2"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("error: overrides: Could not override 'stpes'") and "did you mean steps=?" in err
+
+
 def test_flops_count_matches_the_parameters():
     spec = variant_specs(["model=test_micro"], ["learned"])["learned"]
     model = build_decoder(spec.model)
