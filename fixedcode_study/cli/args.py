@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import inspect
+import re
 import sys
 import textwrap
 import types
@@ -322,8 +324,19 @@ def run_command(command: Command, argv: Sequence[str] | None, body: Callable[[An
     except Exception as err:  # Hydra's own: an unknown preset or a malformed override
         if not _from_hydra(err):
             raise
-        print(f"error: overrides: {one_line(err)}; see conf/ for the groups and keys", file=sys.stderr)
+        line = one_line(err)
+        print(f"error: overrides: {line}; {_override_hint(command, line)}", file=sys.stderr)
         return 2
+
+
+def _override_hint(command: Command, line: str) -> str:
+    """What to do about a key Hydra could not place: one that nearly spells a setting of the command
+    (`stpes=2`) is that setting mistyped, as a key=value the command did not take is handed to Hydra."""
+    unknown = re.search(r"Could not override '([^']+)'", line)
+    close = difflib.get_close_matches(unknown[1], [k.name for k in command.keys], n=1) if unknown else []
+    if close:
+        return f"did you mean {close[0]}=? (a setting of `fixedcode {command.name}`: see --help)"
+    return "see conf/ for the groups and keys"
 
 
 def _from_hydra(err: BaseException) -> bool:

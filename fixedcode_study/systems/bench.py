@@ -12,7 +12,9 @@ and the same for the reference: Hugging Face LlamaForCausalLM with identical dim
 same vocabulary, SDPA attention), converted from our learned model by systems.hf.to_hf_llama so both
 start from the same weights (their first losses agree), and trained through the same task and
 optimizer code behind systems.hf.HFCausalLM. Every model runs in each chosen setting (fp32, bf16,
-eager, compiled: systems/timing.py); the first step of a compiled fit includes compiling and is
+eager, compiled: systems/timing.py); compiled, ours is compiled as `run` compiles it (input layer
+eager) and the reference as HF users compile theirs, the whole LlamaForCausalLM
+(systems/fit.py compile_subject). The first step of a compiled fit includes compiling and is
 reported apart (compile_s: first-step time minus the median step). On CPU the per-step process CPU
 time is recorded too: a second view, robust to load from other processes.
 
@@ -79,7 +81,7 @@ def preflight(specs: dict[str, JobSpec], options: BenchOptions, reference_spec: 
         reference = reference_spec if reference_spec is not None else specs.get("learned")
         if reference is None:
             raise ConfigError("reference_config", "the HF reference is converted from the learned config",
-                              "pass the learned config (cli/bench.py composes it) or no_reference=true")
+                              "pass the learned config (cli/bench.py composes it) or reference=false")
         head = reference.model.output.get("type", "untied")  # absent: the untied head
         if head != "untied":  # LlamaForCausalLM's lm_head is a V x d matrix: only the untied head maps onto it
             raise ConfigError("output", f"the HF LlamaForCausalLM reference has an untied head, not output={head}",

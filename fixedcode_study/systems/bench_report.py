@@ -79,15 +79,16 @@ def side_by_side_mfu(side_by_side: list[dict[str, Any]], variants: list[dict[str
 
 def compare_with_reference(variants: list[dict[str, Any]], side_by_side: list[dict[str, Any]]) -> None:
     """tokens/s (and on CPU, CPU time) of every row over the fastest reference row and the reference
-    row of its own setting, where there is one."""
-    refs = {v["setting"]: v for v in variants if v["kind"] == "reference"}
+    row of its own setting (its precision and compile: a _input setting's is its plain twin's, the
+    reference running once for both, timing.subjects), where there is one."""
+    refs = {(v["precision"], v["compiled"]): v for v in variants if v["kind"] == "reference"}
     if not refs:
         return
     fastest = max(refs.values(), key=lambda v: v["tokens_per_s"])
     for row in variants + side_by_side:
         row["tokens_per_s_vs_reference"] = row["tokens_per_s"] / fastest["tokens_per_s"]
         row["reference_row"] = fastest["name"]
-        same = refs.get(row["setting"])
+        same = refs.get((row["precision"], row["compiled"]))
         if same:
             row["tokens_per_s_vs_reference_same_setting"] = row["tokens_per_s"] / same["tokens_per_s"]
             if "step_cpu_ms_median" in row and "step_cpu_ms_median" in same:

@@ -23,7 +23,7 @@ import torch
 from hydra.utils import instantiate
 
 from ..build import build_decoder
-from ..model import ModelConfig
+from ..model import Decoder, ModelConfig
 from ..spec import JobSpec
 from ..training.speed import compile_model
 from ..training.task import LanguageModelTask
@@ -87,6 +87,25 @@ def build_subject_model(name: str, spec: JobSpec, device: torch.device,
             hf = LlamaForCausalLM(hf_llama_config(shape))
         hf.config._attn_implementation = "sdpa"
     return HFCausalLM(hf), config
+
+
+def compile_subject(model: torch.nn.Module, setting: Setting) -> None:
+    """Compile a subject in place as its own users would: our Decoder as `run` compiles it, the
+    reference as Hugging Face users compile theirs."""
+    if isinstance(model, Decoder):
+        compile_model(model, per_block=False, input_eager=setting.input_eager)
+        return
+    from .hf import HFCausalLM
+
+    if not isinstance(model, HFCausalLM):
+        raise TypeError(f"bench: no compile rule for a {type(model).__qualname__}")
+    # The reference is torch.compile of the whole LlamaForCausalLM (`model.compile()`, what
+    # `torch.compile(model)` or transformers' Trainer(torch_compile=True) does): that is the HF
+    # baseline our numbers are set against. The input-eager split is our Decoder's own choice for
+    # bitwise repeatability (training/speed.py compile_model) and needs its `.input`, which HF's
+    # model has not, so `setting.input_eager` does not apply here.
+    torch._dynamo.reset()  # a fresh cache per fit, as compile_model starts each of ours
+    model.hf.compile()
 
 
 def make_task(model: torch.nn.Module, spec: JobSpec, max_steps: int, tokens_per_step: int,
@@ -204,7 +223,7 @@ def fit_steps(name: str, spec: JobSpec, device: torch.device, batch: torch.Tenso
     run as `setting` says (compiled as `run` compiles: training/speed.py)."""
     model, config = build_subject_model(name, spec, device, same_weights)
     if setting.compile:
-        compile_model(model, per_block=False, input_eager=setting.input_eager)
+        compile_subject(model, setting)
     B, T = batch.shape[0], batch.shape[1] - 1
     task = make_task(model, spec, steps, B * T, compiled_loss=setting.compile)
     record = StepRecorder(device)

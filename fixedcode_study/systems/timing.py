@@ -6,6 +6,9 @@ Settings (`settings=`): how each model is run, side by side in the same process 
   fp32_compiled  32-true, torch.compile (training/speed.py: the whole model, and the loss)
   bf16           bf16-mixed (Lightning's autocast plugin), eager
   bf16_compiled  bf16-mixed, compiled
+  fp32_compiled_input, bf16_compiled_input
+                 compiled with our input layer compiled too (`run` keeps it eager: training/speed.py);
+                 the HF reference has no such split, it runs once per precision and compile
 `default` is what `run` uses for the job (its trainer precision and resolved train.compile) and
 `all` is the four.
 
@@ -120,10 +123,18 @@ class Subject:
 
 
 def subjects(specs: dict[str, JobSpec], reference: JobSpec | None, settings: list[Setting]) -> list[Subject]:
-    """Every model in every setting, settings outermost; the reference (if any) last in each."""
-    models = dict(specs) | ({REFERENCE: reference} if reference is not None else {})
+    """Every model in every setting, settings outermost; the reference (if any) last in each, once
+    per precision and compile: input_eager is a choice of our Decoder's, and the reference is
+    compiled whole either way (fit.compile_subject), so a _input setting next to its plain twin
+    would only time the same HF model again."""
     several = len(settings) > 1
-    return [Subject(subject_key(name, st, several), name, st, spec) for st in settings for name, spec in models.items()]
+    rows, reference_runs = [], set()
+    for st in settings:
+        rows += [Subject(subject_key(name, st, several), name, st, spec) for name, spec in specs.items()]
+        if reference is not None and (st.precision, st.compile) not in reference_runs:
+            reference_runs.add((st.precision, st.compile))
+            rows.append(Subject(subject_key(REFERENCE, st, several), REFERENCE, st, reference))
+    return rows
 
 
 # -- the passes ------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Precision is the trainer's (`trainer.precision`, Lightning's own plugin: `bf16-m
 the matmuls to bf16, with weights, optimizer state, attention scores, the loss, the softmax and the
 validation sums in fp32). On CPU, conf/trainer/cpu.yaml asks `hardware.cpu_precision`, which picks
 bf16-mixed where it wins: a CPU with bf16 matmul instructions (AMX-BF16 or AVX512-BF16; elsewhere
-bf16 is emulated and slower) and d_model >= 128. Measured on a 2-core AMX box (bench --settings):
+bf16 is emulated and slower) and d_model >= 128. Measured on a 2-core AMX box (bench settings=...):
 at d_model=64 (test_micro) eager bf16 steps are 1.6x slower than fp32 (the casts cost more than the
 tiny matmuls save); at d_model=128 (cpu_tiny) 1.35x faster eager and 2.3x compiled; at 512 (cpu_30m)
 2.2x eager, 2.8x compiled. The resolved precision is in the fingerprint (trainer.precision): the
@@ -37,12 +37,15 @@ inductor's on-disk cache, so the second job of a study compiles in a few seconds
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.nn.functional as F
 
 from ..spec.runtime import COMPILE_CHOICES, THREADS_ENV, resolve_compile, resolve_threads
+
+if TYPE_CHECKING:
+    from ..model import Decoder
 
 __all__ = ["COMPILE_CHOICES", "THREADS_ENV", "apply_threads", "compile_model", "loss_functions", "resolve_compile",
            "resolve_threads"]
@@ -56,10 +59,12 @@ def apply_threads(threads: int) -> int:
     return n
 
 
-def compile_model(model: torch.nn.Module, per_block: bool, input_eager: bool = True) -> None:
-    """Compile in place (state_dict keys unchanged): the whole model but its input layer, or each
-    decoder block. input_eager=False (the bench only: `bench settings=fp32_compiled_input`) compiles
-    the input layer too, the graph that was not bitwise repeatable at 2+ threads."""
+def compile_model(model: Decoder, per_block: bool, input_eager: bool = True) -> None:
+    """Compile our Decoder in place (state_dict keys unchanged): the whole model but its input layer,
+    or each decoder block. input_eager=False (the bench only: `bench settings=fp32_compiled_input`)
+    compiles the input layer too, the graph that was not bitwise repeatable at 2+ threads. Only our
+    Decoder (it has `.input` and `.blocks`): the bench's HF reference is compiled whole, as HF users
+    compile it (systems/fit.py compile_subject)."""
     torch._dynamo.reset()  # a fresh cache per job: see the module docstring
     if per_block:
         for block in model.blocks:

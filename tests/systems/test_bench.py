@@ -23,9 +23,9 @@ from fixedcode_study.cli.bench import variant_specs
 from fixedcode_study.cli.bench_input import input_specs
 from fixedcode_study.model import ModelConfig
 from fixedcode_study.systems.bench_input import InputBenchOptions, run_input_bench
-from fixedcode_study.systems.bench_report import state_only
-from fixedcode_study.systems.fit import REFERENCE, STEP, fit_steps
-from fixedcode_study.systems.timing import pass_plan
+from fixedcode_study.systems.bench_report import compare_with_reference, state_only
+from fixedcode_study.systems.fit import REFERENCE, SETTINGS, STEP, build_subject_model, compile_subject, fit_steps
+from fixedcode_study.systems.timing import pass_plan, subjects
 from fixedcode_study.training.task import LanguageModelTask
 
 PAPER_TABLE = 49_152 * 2_048
@@ -83,6 +83,74 @@ def test_bench_cli_smoke(tmp_path):
     assert set(report["state_accounting"]) == {"learned", "binary16", "gf2"}
 
 
+@pytest.mark.slow
+def test_default_bench_compiled_measures_the_reference(tmp_path):
+    """`fixedcode bench` at its defaults (settings=default, schedule, the HF reference) where the job
+    `run` would train is compiled, as cpu_tiny's is: test_micro is under train.compile_min_flops, so
+    train.compile=true makes its default resolve the way cpu_tiny's does (inputs=learned only: each
+    compiled fit compiles afresh, three per model, and the fixed inputs add nothing to what is tested).
+    It stopped with AttributeError: 'HFCausalLM' object has no attribute 'input' (issue 45)."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fixedcode_study", "bench", "model=test_micro", "train.compile=true", "inputs=learned",
+         "train.batch_size=4", "steps=2", "warmup=1", "memory_steps=1", "threads=1", f"json={out}"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["settings"] == [{"name": "fp32_compiled", "precision": "32-true", "compile": True,
+                                   "input_eager": True}]
+    rows = {v["name"]: v for v in report["variants"]}
+    assert set(rows) == {"learned", REFERENCE}
+    ref = rows[REFERENCE]
+    assert ref["kind"] == "reference" and ref["compiled"]
+    for key in ("step_ms_median", "tokens_per_s", "mfu", "compile_s", "peak_memory_bytes"):
+        assert ref[key] > 0, key
+    assert ref["tokens_per_s_vs_reference"] == pytest.approx(1.0)
+    for name, v in rows.items():  # every row is set against the measured reference
+        assert v["reference_row"] == REFERENCE, name
+        assert v["tokens_per_s_vs_reference"] == pytest.approx(v["tokens_per_s"] / ref["tokens_per_s"]), name
+    assert rows["learned"]["first_loss"] == pytest.approx(ref["first_loss"], abs=1e-4)  # same weights
+    table = next(line for line in proc.stdout.splitlines() if line.startswith(REFERENCE))
+    assert table.split()[3] == "1.00x"  # its row is printed, vs HF column included
+
+
+@pytest.mark.parametrize("setting", ["fp32_compiled", "fp32_compiled_input"])
+def test_compile_subject_by_model(setting):
+    """Compiled, our Decoder keeps its input layer eager (unless a _input setting) and the reference
+    is torch.compile of the whole LlamaForCausalLM, as HF users compile it (nn.Module.compile is lazy:
+    nothing is compiled here, only what would be)."""
+    pytest.importorskip("transformers")
+    spec = variant_specs(["model=test_micro"], ["learned"])["learned"]
+    ours, _ = build_subject_model("learned", spec, torch.device("cpu"))
+    compile_subject(ours, SETTINGS[setting])
+    assert ours._compiled_call_impl is not None
+    eager_input = getattr(ours.input.forward, "_torchdynamo_disable", False)
+    assert eager_input == SETTINGS[setting].input_eager
+    ref, _ = build_subject_model(REFERENCE, spec, torch.device("cpu"))
+    compile_subject(ref, SETTINGS[setting])  # was AttributeError: 'HFCausalLM' object has no attribute 'input'
+    assert ref.hf._compiled_call_impl is not None  # the HF model itself, whole
+    assert ref._compiled_call_impl is None  # not our adapter around it
+
+
+def test_reference_runs_once_per_precision_and_compile():
+    """A _input setting differs from its plain twin only in our input layer: the reference (compiled
+    whole either way) is timed once for both, and rows of either setting are set against it."""
+    chosen = [SETTINGS[n] for n in ("fp32_compiled", "fp32_compiled_input", "fp32")]
+    rows = subjects({"learned": "learned spec"}, "reference spec", chosen)
+    assert [r.key for r in rows] == ["learned@fp32_compiled", f"{REFERENCE}@fp32_compiled",
+                                     "learned@fp32_compiled_input", "learned@fp32", f"{REFERENCE}@fp32"]
+    variants = [{"name": r.key, "setting": r.setting.name, "precision": r.setting.precision,
+                 "compiled": r.setting.compile, "kind": "reference" if r.name == REFERENCE else "ours",
+                 "tokens_per_s": tps} for r, tps in zip(rows, (300.0, 200.0, 250.0, 100.0, 50.0))]
+    compare_with_reference(variants, [])
+    by = {v["name"]: v for v in variants}
+    assert by["learned@fp32_compiled_input"]["tokens_per_s_vs_reference_same_setting"] == pytest.approx(250 / 200)
+    assert by["learned@fp32"]["tokens_per_s_vs_reference_same_setting"] == pytest.approx(100 / 50)
+    assert all(v["reference_row"] == f"{REFERENCE}@fp32_compiled" for v in variants)
+
+
 def test_bench_rows_use_their_own_models_flops(tmp_path):
     """A size-matched body costs more FLOPs per token than the preset: its row's FLOPs and MFU come
     from the model actually built for it, not from the first variant's preset."""
@@ -113,6 +181,13 @@ def test_bench_rejects_unknown_option(capsys):
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --stepz:") and "not an option" in err and "\n" not in err
+
+
+def test_bench_mistyped_setting_is_one_line_naming_it(capsys):
+    """A key=value that is not a setting goes to Hydra as an override; a near-miss of a setting says so."""
+    assert bench_main(["model=test_micro", "stpes=2"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("error: overrides: Could not override 'stpes'") and "did you mean steps=?" in err
 
 
 def test_flops_count_matches_the_parameters():
