@@ -207,12 +207,14 @@ def _downstream(evaluation: dict[str, Any]) -> list[str]:
     lines += [f"lm-evaluation-harness {evaluation.get('lm_eval_version') or '(version not recorded)'}, suite "
               f"`{evaluation.get('suite')}`, {_fmt(settings.get('num_fewshot'))}-shot; ± is lm-eval's stderr "
               "(— where it gives none).", ""]
-    def stderr_key(metric: str) -> str:  # "acc" -> "acc_stderr"; "exact_match,strict" -> "exact_match_stderr,strict"
-        base, _, filt = metric.partition(",")
-        return f"{base}_stderr" + (f",{filt}" if filt else "")
-
-    rows = [(t, m, v, ms.get(stderr_key(m)), samples.get(t)) for t, ms in tasks.items() for m, v in ms.items()
+    rows = [(t, m, v, ms.get(_stderr_key(m)), samples.get(t)) for t, ms in tasks.items() for m, v in ms.items()
             if "_stderr" not in m and v is not None]
     return lines + [*_table(("task", "metric", "value", "± stderr", "examples"),
                             [(t, m, v, "—" if se is None else se, "—" if n is None else n) for t, m, v, se, n in rows]),
                     ""]
+
+
+def _stderr_key(metric: str) -> str:
+    """lm-eval's name for a metric's stderr: "acc" -> "acc_stderr", "exact_match,strict" -> "exact_match_stderr,strict"."""
+    base, _, filt = metric.partition(",")
+    return f"{base}_stderr" + (f",{filt}" if filt else "")
