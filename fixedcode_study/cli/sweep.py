@@ -90,7 +90,7 @@ def run_sweep(options: SweepOptions, overrides: list[str]) -> int:
     from ..studies.cost import describe_plan, job_facts
     from ..studies.grids import run_grids
     from ..studies.planning import side_by_side
-    from ..studies.progress import job_progress
+    from ..studies.progress import job_progress, require_devices
     from ..studies.study import load_study
     from ..training.resume import PREEMPT_EXIT_CODE
 
@@ -102,6 +102,7 @@ def run_sweep(options: SweepOptions, overrides: list[str]) -> int:
                         progress=progress, side_by_side=side_by_side(jobs, progress)), flush=True)
     if options.dry_run:
         return 0
+    require_devices(jobs, progress)  # a GPU study on a CPU machine: one line, before any job starts
     outcome = run_grids(study, scale, overrides)
     if outcome.preempted:
         return PREEMPT_EXIT_CODE

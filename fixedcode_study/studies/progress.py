@@ -33,7 +33,8 @@ from ..record.fingerprint import differences
 from ..record.jobdir import JobDir
 from ..spec import JobSpec
 from ..training.resume import checkpoint_fingerprint
-from .study import Job
+from ..errors import ConfigError
+from .study import Job, in_job
 
 __all__ = ["COMPLETED", "NEW", "PARTIAL", "STALE", "JobProgress", "Remaining", "job_progress", "remaining"]
 
@@ -123,3 +124,17 @@ def remaining(progress: Sequence[JobProgress]) -> Remaining:
     speeds = [r.tokens / r.train_seconds for key in used for r in refs[key]]
     return Remaining(len(left), measured, seconds, flops, sum(len(refs[k]) for k in used),
                      statistics.median(speeds) if speeds else float("nan"))
+
+
+def require_devices(jobs: Sequence[Job], progress: Sequence[JobProgress]) -> None:
+    """Every job still to train has the device it asks for. A GPU study on a CPU machine stops here in
+    one line naming the job, not once per job after each has started; a completed job only evaluates,
+    which needs none."""
+    from ..training.job import require_device  # the training stack: only when a sweep launches
+
+    for job, state in zip(jobs, progress, strict=True):
+        if state.state != COMPLETED:
+            try:
+                require_device(job.spec)
+            except ConfigError as err:
+                raise in_job(err, job.job_dir) from None

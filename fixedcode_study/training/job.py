@@ -86,7 +86,7 @@ def run_job(spec: JobSpec, job_dir: str | Path, overrides: list[str] | None = No
                     outcome = _finish_trained(spec, job, adopted, spec.eval is not None)
                     return JobOutcome("reused", outcome.record)
                 decision = Decision(TRAIN, None, resume_from=job.resume_point() if spec.checkpoint.resume else None)
-            _require_device(spec)  # before the record says `running`: nothing was trained or written
+            require_device(spec)  # before the record says `running`: nothing was trained or written
             return JobOutcome("trained", _train(spec, job, overrides, decision))
         except Preempted as stop:
             guard.chain(stop.signum)  # e.g. submitit's requeue, now that the record says `preempted`
@@ -98,10 +98,11 @@ def _identity(spec: JobSpec, overrides: list[str]) -> dict[str, Any]:
     return {"sweep": spec.name, "overrides": overrides, "config": spec.record_config(), "spec": spec.to_json()}
 
 
-def _require_device(spec: JobSpec) -> None:
+def require_device(spec: JobSpec) -> None:
     """A GPU trainer (trainer=gpu, ddp, fsdp) on a machine torch sees no CUDA device on: one line here,
     not Lightning's exception from inside the Trainer's construction after the record was opened. Only
-    where training starts: `sweep --dry-run` and a finished job's evaluation still work on a CPU box."""
+    where training starts: `sweep dry_run=true` and a finished job's evaluation still work on a CPU box;
+    `sweep` asks it of every job it will train before it launches any."""
     if device_kind(spec.runtime.accelerator) == "cuda" and not torch.cuda.is_available():
         raise ConfigError("trainer.accelerator", f"{spec.runtime.accelerator} asks for a CUDA GPU and torch sees "
                           "none on this machine", "train on a GPU machine, or use trainer=cpu (the default here)")

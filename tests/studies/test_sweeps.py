@@ -174,6 +174,18 @@ def test_cli_bad_study_scale_or_flag_is_one_line_and_exit_2(argv, field, capsys)
     assert captured.out == "" and captured.err.startswith(f"error: {field}: ") and captured.err.count("\n") == 1
 
 
+def test_a_gpu_study_on_a_cpu_machine_stops_in_one_line_before_any_job(tmp_path, capsys):
+    """`fixedcode sweep gpu_quick` on a CPU box: one error line naming the first job, exit 2, no job
+    started (it printed one failure per job, after each had started, and exited 1)."""
+    if __import__("torch").cuda.is_available():
+        pytest.skip("this machine has the GPU the study asks for")
+    assert command.main(["gpu_quick", "seed=1", "input=learned", f"out_root={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: trainer.accelerator: gpu asks for a CUDA GPU") and err.count("\n") == 1, err
+    assert "(in job experiment=gpu_quick,input=learned,seed=1)" in err
+    assert not (tmp_path / "multirun").exists()
+
+
 def test_two_grids_launching_the_same_job_stop_the_study(tmp_path):
     path = tmp_path / "overlap.yaml"
     path.write_text("name: overlap\ndescription: d\njobs: {cpu: 2, paper: 2}\n"
