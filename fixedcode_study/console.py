@@ -1,6 +1,7 @@
 """What a researcher sees while jobs run: one progress bar and one result line per job.
 
-Inside `job_console(<job>/run.log)` (run.py wraps every job in it) everything the libraries say
+Inside `job_console(<job>/run.log)` (run.py wraps every job in it; `fixedcode evaluate` wraps its
+evaluation too, evaluation/harness.library_output_to) everything the libraries say
 goes to the job's log file instead of the terminal: Lightning's info lines and tips, Python
 warnings, lm-eval's logging and progress bars, W&B's banner and run summary, and whatever child
 processes write (lm-eval runs `git describe`, which says "fatal: not a git repository" outside a
@@ -38,8 +39,8 @@ from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 
 from .errors import ConfigError, JobBusy
 
-__all__ = ["BARS_ENV", "VERBOSE_ENV", "JobProgressBar", "attempt_header", "bars_enabled", "is_verbose",
-           "job_console", "say", "take_verbose_flag", "terminal", "terminal_stdout"]
+__all__ = ["BARS_ENV", "VERBOSE_ENV", "JobProgressBar", "attempt_header", "bars_enabled", "in_job_console",
+           "is_verbose", "job_console", "routed", "say", "take_verbose_flag", "terminal", "terminal_stdout"]
 
 VERBOSE_ENV = "FIXEDCODE_VERBOSE"
 BARS_ENV = "FIXEDCODE_PROGRESS_BARS"  # "0": no bars, a start line per job instead (parallel workers)
@@ -87,7 +88,18 @@ class _Routing:
     added: logging.Handler | None = None
 
 
-_active: _Routing | None = None
+_active: _Routing | None = None  # set while library output goes to a job's log
+_depth = 0  # job_console blocks open in this process (verbose ones too)
+
+
+def in_job_console() -> bool:
+    """Inside `job_console` (also a verbose one, which leaves library output on the terminal)."""
+    return _depth > 0
+
+
+def routed() -> bool:
+    """Library output goes to a job's log now (inside `job_console`, not verbose)."""
+    return _active is not None
 
 
 def terminal(err: bool = False) -> TextIO:
@@ -181,8 +193,8 @@ def job_console(log_path: str | os.PathLike, verbose: bool | None = None) -> Ite
     attempt); a job that stops with an exception leaves its traceback there too. Verbose, or in a
     process whose stdout/stderr are not file descriptors 1 and 2 (an embedding test harness),
     everything stays on the terminal and only logging records are copied to the log."""
-    global _active
-    if _active is not None:  # nested: the outer job's routing holds
+    global _active, _depth
+    if _depth:  # nested (an evaluation inside a job): the outer job's routing holds
         yield
         return
     quiet = not (is_verbose() if verbose is None else verbose) and _std_fds_usable()
@@ -203,6 +215,7 @@ def job_console(log_path: str | os.PathLike, verbose: bool | None = None) -> Ite
         _active = route
     show_warning = warnings.showwarning
     _route_logging(route, quiet)
+    _depth += 1
     try:
         yield  # nothing is written here before the job writes: a skipped job's log stays untouched
     except JobBusy:
@@ -213,6 +226,7 @@ def job_console(log_path: str | os.PathLike, verbose: bool | None = None) -> Ite
         log.error("the job stopped: %s: %s", type(stop).__name__, stop, exc_info=not expected)
         raise
     finally:
+        _depth -= 1
         _restore_logging(route)
         warnings.showwarning = show_warning  # as it was, also when warnings were captured before
         if quiet:

@@ -22,6 +22,13 @@ for the requested tasks (groups such as mmlu give their aggregate), subtasks (me
 headline (the metrics the suite reports), n_samples, task_versions, settings, checkpoint,
 weights_sha256, seconds. A stderr lm-eval does not compute (e.g. wikitext perplexities) is null.
 
+What lm-eval and its libraries print (logging, progress bars, "bootstrapping for stddev", and the
+"fatal: not a git repository" of the `git describe` lm-eval runs for a commit hash outside a
+checkout) goes to a log, as a training job's does (console.job_console, at the file-descriptor
+level): the job's run.log for a job's final checkpoint, else a .log beside the record
+(`evaluation_log`); inside a job the job's own routing holds. The terminal gets our lines: where
+the output goes, the summary, and errors. An evaluation that writes nothing (write=False) routes nothing.
+
 lm-eval's request cache (eval.use_cache=true) keys entries by request text only, so the cache file
 is placed under a key made of the checkpoint's weights hash, dtype and context length: a cache is
 never read for different weights.
@@ -34,7 +41,8 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +51,36 @@ from ..errors import ConfigError
 from ..model import Decoder
 from ..record import atomic
 from ..record.checkpoint import CHECKPOINT_CONFIG_FILE, STORED, load_checkpoint, weights_file
+from ..record.jobdir import JobDir
 from ..spec.evaluation import CONTEXT_RULE, EvalSpec
 
-__all__ = ["build_record", "evaluate_checkpoint", "evaluate_model", "file_sha256", "find_prepared_root", "run_suite",
-           "task_metrics", "wandb_metrics"]
+__all__ = ["build_record", "evaluate_checkpoint", "evaluate_model", "evaluation_log", "file_sha256",
+           "find_prepared_root", "library_output_to", "run_suite", "task_metrics", "wandb_metrics"]
+
+
+def evaluation_log(output: Path, checkpoint_dir: Path | None = None) -> Path:
+    """Where an evaluation's library output goes: the job's run.log when `checkpoint_dir` is a job's
+    final checkpoint, else beside the record `output` (eval-builtin.json -> eval-builtin.log)."""
+    job = JobDir.of_final_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
+    return job.log_file if job is not None else output.with_suffix(".log")
+
+
+@contextmanager
+def library_output_to(log_path: Path | None, suite: str, subject: str) -> Iterator[None]:
+    """Run the evaluation of `subject` on `suite` with lm-eval's output going to `log_path`
+    (console.job_console: appended, a traceback there when it fails), the terminal told where in
+    one line. A no-op inside a job, whose log already takes it, and when `log_path` is None."""
+    from .. import console
+
+    if log_path is None or console.in_job_console():
+        yield
+        return
+    with console.job_console(log_path):
+        if console.routed():  # not verbose (FIXEDCODE_VERBOSE=1 leaves the output on the terminal)
+            console.say(f"[eval] eval={suite}: lm-eval's output goes to {log_path}", log=False)
+            print(f"[eval] eval={suite} on {subject} (pid {os.getpid()}); lm-eval's output follows", flush=True)
+        yield
+
 
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
@@ -177,19 +211,34 @@ def evaluate_model(model: Decoder, tokenizer: Any, settings: EvalSpec, checkpoin
     """Run the settings' tasks on `model` (saved as the checkpoint `checkpoint_dir`, whose config.json
     says `checkpoint_config`); returns the record and (write=True) saves it as JSON beside the weights.
     `model_spec`: where the model's spec came from (Checkpoint.spec_note), stated in the record."""
+    checkpoint_dir = Path(checkpoint_dir).expanduser().resolve()
+    output = Path(settings.output or checkpoint_dir / f"eval-{settings.name}.json")
+    with library_output_to(evaluation_log(output, checkpoint_dir) if write else None, settings.name,
+                           str(checkpoint_dir)):
+        record = _evaluate(model, tokenizer, settings, checkpoint_dir, checkpoint_config, prepared_root, model_spec)
+    if write:
+        atomic.write_json(output, record)
+        record["output"] = str(output)
+    return record
+
+
+def _evaluate(model: Decoder, tokenizer: Any, settings: EvalSpec, checkpoint_dir: Path,
+              checkpoint_config: Mapping[str, Any], prepared_root: str | os.PathLike | None,
+              model_spec: str) -> dict[str, Any]:
+    from ..console import terminal_stdout
     from .lm import FixedCodeLM
     from .tasks import BUILTIN_TASKS
 
     t0 = time.time()
-    checkpoint_dir = Path(checkpoint_dir).expanduser().resolve()
     lm = FixedCodeLM(model=model, tokenizer=tokenizer, checkpoint_config=checkpoint_config, saved_at=checkpoint_dir,
                      batch_size=settings.batch_size, device=settings.device, dtype=settings.dtype)
     weights_sha = file_sha256(weights_file(checkpoint_dir))
     if settings.data_dir:
         settings = settings.with_paths(data_dir=str(Path(settings.data_dir).expanduser().resolve()))
     if any(t in BUILTIN_TASKS for t in settings.tasks):
-        root = prepared_root or find_prepared_root(checkpoint_dir, checkpoint_config, settings.prepared_root,
-                                                   settings.cache_dir)
+        with terminal_stdout():  # a corpus rebuilt here says so on the terminal ([data] lines)
+            root = prepared_root or find_prepared_root(checkpoint_dir, checkpoint_config, settings.prepared_root,
+                                                       settings.cache_dir)
         settings = settings.with_paths(prepared_root=str(Path(root).resolve()))
 
     use_cache = None
@@ -203,10 +252,6 @@ def evaluate_model(model: Decoder, tokenizer: Any, settings: EvalSpec, checkpoin
     record.update(checkpoint=str(checkpoint_dir), weights_sha256=weights_sha, model_spec=model_spec,
                   device=str(lm.device), seconds=round(time.time() - t0, 2),
                   finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    if write:
-        output = Path(settings.output or checkpoint_dir / f"eval-{settings.name}.json")
-        atomic.write_json(output, record)
-        record["output"] = str(output)
     return record
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ConfigError
-from ..evaluation.harness import file_sha256, run_suite
+from ..evaluation.harness import evaluation_log, file_sha256, library_output_to, run_suite
 from ..spec.evaluation import EvalSpec
 from ..record import atomic
 from ..record.jobdir import EXTERNAL_DIR, EXTERNAL_FILE
@@ -116,7 +116,6 @@ def evaluate_external(spec: str, settings: EvalSpec, study: str | os.PathLike,
     settings: the validated evaluation settings (spec.evaluation.EvalSpec); data_cfg: the corpus
     built-in tasks score when eval.prepared_root is unset (the command passes the composed config's data).
     """
-    from ..evaluation.hf_lm import ContextClippedHFLM
     from ..evaluation.tasks import BUILTIN_TASKS
 
     t0 = time.time()
@@ -126,6 +125,19 @@ def evaluate_external(spec: str, settings: EvalSpec, study: str | os.PathLike,
     if any(t in BUILTIN_TASKS for t in settings.tasks):
         settings = settings.with_paths(prepared_root=str(Path(settings.prepared_root).expanduser().resolve()
                                                          if settings.prepared_root else corpus_root(data_cfg)))
+    output = Path(settings.output or Path(study).expanduser() / EXTERNAL_DIR / slug(model) / EXTERNAL_FILE)
+    with library_output_to(evaluation_log(output) if write else None, settings.name, model.spec):
+        record = _evaluate(model, settings, t0)
+    if write:
+        atomic.write_json(output, record)
+        record["output"] = str(output)
+    return record
+
+
+def _evaluate(model: HFModel, settings: EvalSpec, t0: float) -> dict[str, Any]:
+    """lm-eval's HFLM (ContextClippedHFLM) on the suite: the record, without `output`."""
+    from ..evaluation.hf_lm import ContextClippedHFLM
+
     try:
         lm = ContextClippedHFLM(pretrained=str(model.path), tokenizer=str(model.path), trust_remote_code=model.trust_remote_code,
                   batch_size=settings.batch_size, device=settings.device or "cpu", dtype=settings.dtype)
@@ -144,10 +156,6 @@ def evaluate_external(spec: str, settings: EvalSpec, study: str | os.PathLike,
                   "vocab_size": getattr(hf_config, "vocab_size", None),
                   "trust_remote_code": model.trust_remote_code, "fixedcode_export": model.exported_by_us},
         device=str(lm.device), seconds=round(time.time() - t0, 2), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    if write:
-        output = Path(settings.output or Path(study).expanduser() / EXTERNAL_DIR / slug(model) / EXTERNAL_FILE)
-        atomic.write_json(output, record)
-        record["output"] = str(output)
     return record
 
 
