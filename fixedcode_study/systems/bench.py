@@ -88,7 +88,39 @@ def preflight(specs: dict[str, JobSpec], options: BenchOptions, reference_spec: 
                               "bench other heads with reference=false, or compare heads with bench-output")
         require_gated_mlp(reference.model.preset, "the HF LlamaForCausalLM reference",
                           "bench a GELU model with reference=false")
+    if device.type == "cpu":
+        require_memory_for_state(specs, options.jobs)
     return device, chosen, reference, resolve_schedule(options.schedule, options.steps)
+
+
+def _available_memory_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (what can be allocated without swapping), None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def require_memory_for_state(specs: Mapping[str, JobSpec], jobs: int) -> None:
+    """A CPU bench whose AdamW training state alone (weights, gradients, two moments: a meta-device
+    count, bench_report.state_only) outgrows this machine's available memory stops here in one line.
+    Without it `bench model=paper_1p7b` on a 24 GiB CPU box was killed by the kernel minutes in."""
+    available = _available_memory_bytes()
+    if available is None:
+        return
+    accounting_ = state_only(dict(specs))
+    name, largest = max(((n, a["total_bytes"]) for n, a in accounting_.items()), key=lambda item: item[1])
+    needed = largest * max(1, jobs)
+    if needed > available:
+        gib = 2**30
+        raise ConfigError("model", f"{specs[name].model_name}: the AdamW training state of input={name} alone "
+                          f"is {needed / gib:.1f} GiB{f' for {jobs} jobs' if jobs > 1 else ''}, more than the "
+                          f"{available / gib:.1f} GiB this machine has available",
+                          "bench it on a GPU machine (device=cuda), a smaller model=, or count it without "
+                          "running: state_only=true")
 
 
 def run_bench(specs: Mapping[str, JobSpec], options: BenchOptions = BenchOptions(), *,

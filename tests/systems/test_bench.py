@@ -190,6 +190,23 @@ def test_bench_mistyped_setting_is_one_line_naming_it(capsys):
     assert err.startswith("error: overrides: Could not override 'stpes'") and "did you mean steps=?" in err
 
 
+def test_a_cpu_bench_whose_training_state_outgrows_memory_stops_in_one_line(capsys):
+    """bench.py's manual says `model=paper_1p7b train.batch_size=4 train.seq_len=2048` is for a GPU; on a
+    CPU box it was killed by the kernel minutes in. Its AdamW state alone is 27 GiB: refused up front."""
+    from fixedcode_study.systems.bench import _available_memory_bytes, require_memory_for_state
+
+    specs = variant_specs(["model=paper_1p7b", "train.batch_size=4", "train.seq_len=2048"], ["learned"])
+    needed = state_only(specs)["learned"]["total_bytes"]
+    require_memory_for_state(variant_specs(["model=test_micro"], ["learned", "gf2"]), jobs=2)  # fits: silent
+    available = _available_memory_bytes()
+    if available is None or available >= needed:
+        pytest.skip(f"this machine has {available} bytes available, enough for {needed}")
+    assert bench_main(["model=paper_1p7b", "train.batch_size=4", "train.seq_len=2048", "device=cpu"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("error: model: paper_1p7b: the AdamW training state of input=learned alone is 27.0 GiB")
+    assert "state_only=true" in err
+
+
 def test_flops_count_matches_the_parameters():
     spec = variant_specs(["model=test_micro"], ["learned"])["learned"]
     model = build_decoder(spec.model)
