@@ -21,55 +21,10 @@ import pytest
 from fixedcode_study.cli.__main__ import COMMANDS
 from fixedcode_study.cli.run_line import HYDRA_FLAGS
 from fixedcode_study.config import CONFIG_DIR, compose
+from helpers.docs import DOCS, FIXED_VERB, MANUALS, ROOT, doc_commands, manual_commands
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "docs" / "reports" / "README.md",
-        ROOT / "sweeps" / "README.md"]
-MANUALS = sorted((ROOT / "fixedcode_study" / "cli").glob("*.py"))
-# where a command starts, and the verb it runs when the spelling names none
-STARTS = re.compile(r"(fixedcode(?= |$)|python -m fixedcode_study(?:\.[a-z_<>]+)?|python -m analysis)")
-FIXED_VERB = {"python -m fixedcode_study.run": "run", "python -m analysis": "analyze"}
 RUN_FLAGS = set(HYDRA_FLAGS) | {"-v", "--verbose"}
 PLACEHOLDER = "<placeholder>"
-
-
-def _commands_in_line(line: str) -> list[str]:
-    """The commands of one code line or inline code span: each part of it (between `&&`, `;`, `||`)
-    that starts with one of our spellings."""
-    parts = (part.strip().removeprefix("$ ") for part in re.split(r"&&|;|\|\|", line))
-    return [part for part in parts if STARTS.match(part)]
-
-
-def doc_commands(path: Path) -> list[tuple[int, str]]:
-    """(line number, command) for every command in a markdown file's code blocks and inline code
-    (a release note, which names the spellings that went, is not a command)."""
-    text = path.read_text()
-    if path.name == "commands.md":
-        text = text.split("## Release notes")[0]
-    out, fenced, pending = [], False, ""
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
-        if fenced:
-            line = pending + line.lstrip("$ ")
-            if line.rstrip().endswith("\\"):
-                pending = line.rstrip()[:-1] + " "
-                continue
-            pending = ""
-            out += [(number, c) for c in _commands_in_line(line)]
-        else:
-            out += [(number, c) for span in re.findall(r"`([^`]+)`", line) for c in _commands_in_line(span)]
-    return out
-
-
-def manual_commands(path: Path) -> list[tuple[int, str]]:
-    doc = importlib.import_module(f"fixedcode_study.cli.{path.stem}").__doc__ or ""
-    out = []
-    for number, line in enumerate(doc.splitlines(), 1):
-        for span in re.findall(r"`([^`]+)`", line) or [line]:
-            out += [(number, c) for c in _commands_in_line(span.strip())]
-    return out
 
 
 def _words(command: str) -> list[str]:
