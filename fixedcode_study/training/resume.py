@@ -36,6 +36,7 @@ import json
 import os
 import random
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -74,21 +75,49 @@ def _is_ours(handler: Any) -> bool:
     return isinstance(getattr(handler, "__self__", None), (PreemptionGuard, ResumableCheckpoint))
 
 
+_fork_masks: dict[int, Any] = {}  # forking thread -> its signal mask before the fork
+
+
+def _hold_preemption_across_fork() -> None:
+    """Before os.fork: block, in the forking thread, the preemption signals that run a Python
+    handler here. A signal that reaches the child before CPython has reset its signal state after
+    fork (a Pool that is terminated before a slow-to-start worker ever ran) trips the C-level flag
+    of the inherited handler, and CPython then clears that flag (_PySignal_AfterFork, bpo-9535): the
+    signal is lost, the worker stays alive and Pool.terminate() waits for it forever. Blocked, the
+    signal waits in the kernel until the child holds its own disposition (below)."""
+    held = [s for s in (getattr(signal, n, None) for n in PREEMPT_SIGNALS)
+            if s is not None and callable(signal.getsignal(s))]
+    if held and hasattr(signal, "pthread_sigmask"):
+        _fork_masks[threading.get_ident()] = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+
+
+def _release_in_parent() -> None:
+    mask = _fork_masks.pop(threading.get_ident(), None)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that came meanwhile is handled now
+
+
 def _default_preemption_in_child() -> None:
     """A process forked from the job (lm-eval's bootstrap Pool, a fork-started DataLoader worker)
     inherits the job's Python signal handlers. There a preemption signal must do what it would do
     without us: end the process, and at once. multiprocessing.Pool.terminate() stops its workers
     with SIGTERM and then joins them; a Python-level handler only runs when the worker's interpreter
     gets to it, and a worker waiting in C (a lock, a semaphore) never did, so the job hung in join().
-    With the default action restored in the child right after fork, the kernel ends it."""
+    With the default action restored in the child right after fork, the kernel ends it; a signal
+    sent before that point was held blocked (_hold_preemption_across_fork) and ends it on unblocking."""
+    mask = _fork_masks.pop(threading.get_ident(), None)  # the forking thread is the child's only one
+    _fork_masks.clear()
     for name in PREEMPT_SIGNALS:
         signum = getattr(signal, name, None)
         if signum is not None and _is_ours(signal.getsignal(signum)):
             signal.signal(signum, signal.SIG_DFL)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_default_preemption_in_child)
+    os.register_at_fork(before=_hold_preemption_across_fork, after_in_parent=_release_in_parent,
+                        after_in_child=_default_preemption_in_child)
 
 
 def in_forked_child(owner_pid: int, signum: int) -> bool:

@@ -9,6 +9,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import torch
@@ -93,8 +95,9 @@ print(f"pools finished (import {imported - started:.1f} s, pools {time.perf_coun
 """
 
 
-@pytest.mark.slow  # hung in 2 of ~6 fresh-clone CI runs under xdist (never in 825 cycles outside pytest);
-# the cause is open, so it runs with -m slow, and the deterministic test below stays in the default suite
+@pytest.mark.slow  # the end-to-end check (an import of Lightning, 16 pools); the tests below cover the same
+# rules in-process. It hung in ~2 of 6 CI runs: a worker that had not yet run when terminate() sent SIGTERM lost
+# the signal (see test_a_sigterm_sent_before_the_forked_child_ran_still_ends_it) (issue 42, point 6)
 def test_a_forked_worker_ends_on_sigterm_instead_of_running_the_jobs_handler():
     # lm-eval's bootstrap stderr forks a Pool inside the job; Pool.terminate() stops workers with
     # SIGTERM. A worker that ran the job's flag-only handler kept waiting, and the job hung in join().
@@ -122,6 +125,8 @@ def test_a_forked_child_gets_the_default_action_for_every_preemption_signal():
         if pid == 0:  # the child: report what it inherited, then leave without running pytest's exit
             os.close(read)
             inherited = [signal.getsignal(getattr(signal, s)) == signal.SIG_DFL for s in PREEMPT_SIGNALS]
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # held during the fork, released after
+            inherited += [getattr(signal, s) not in blocked for s in PREEMPT_SIGNALS]
             os.write(write, bytes(inherited))
             os._exit(0)
         os.close(write)
@@ -129,4 +134,66 @@ def test_a_forked_child_gets_the_default_action_for_every_preemption_signal():
         os.waitpid(pid, 0)
         assert signal.getsignal(signal.SIGTERM) == guard._raise  # the job's own process keeps its handlers
         assert signal.getsignal(signal.SIGUSR1) == loop._on_signal
-    assert list(reported) == [1] * len(PREEMPT_SIGNALS)
+        assert not set(signal.pthread_sigmask(signal.SIG_BLOCK, [])) & {getattr(signal, s) for s in PREEMPT_SIGNALS}
+    assert list(reported) == [1] * 2 * len(PREEMPT_SIGNALS)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
+def test_a_sigterm_sent_before_the_forked_child_ran_still_ends_it():
+    # Pool.terminate() can SIGTERM a worker that has not run yet since its fork (a short pool on a busy
+    # machine). Such a signal trips the inherited Python handler's flag, and CPython clears those flags
+    # in the child after fork (bpo-9535): the signal was lost and the worker outlived terminate(), which
+    # then waited in join() forever (issue 42, point 6). The preemption signals are held blocked across
+    # the fork, so the signal waits until the child has SIG_DFL, then ends it.
+    # On one CPU the parent runs on after fork, so its SIGTERM nearly always comes first: before the
+    # fix 9 of 10 such children lived on. After it, every child ends by SIGTERM however it is scheduled.
+    from fixedcode_study.training.resume import PreemptionGuard, ResumableCheckpoint
+
+    read, write = os.pipe()
+    helper = os.fork()
+    if helper == 0:  # a process of its own: the CPU pinning and the handlers stay out of pytest's
+        lived = 255
+        try:
+            os.close(read)
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+            loop = ResumableCheckpoint.__new__(ResumableCheckpoint)
+            loop.signals, loop._preempt_signum = [signal.SIGTERM], None
+            with PreemptionGuard() as guard:
+                loop._pid = guard._pid
+                lived = 0
+                for handler in (guard._raise, loop._on_signal):  # outside and inside the training loop
+                    signal.signal(signal.SIGTERM, handler)
+                    for _ in range(5):
+                        pid = os.fork()
+                        if pid == 0:
+                            time.sleep(1)  # a pool worker waiting for its next task
+                            os._exit(7)
+                        os.kill(pid, signal.SIGTERM)  # at once, as terminate() right after the pool started
+                        _, status = os.waitpid(pid, 0)
+                        lived += not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+        finally:
+            os.write(write, bytes([lived]))
+            os._exit(0)
+    os.close(write)
+    reported = os.read(read, 1)
+    os.waitpid(helper, 0)
+    assert list(reported) == [0], f"{reported[0]} of 10 forked children outlived a SIGTERM sent right after fork"
+
+
+def test_a_preemption_signal_during_the_fork_is_handled_after_it_in_the_parent():
+    # The other side of holding the signals across a fork: the job's own process gets the signal
+    # once the fork is done, not never.
+    from fixedcode_study.training import resume
+
+    loop = resume.ResumableCheckpoint.__new__(resume.ResumableCheckpoint)
+    loop.signals, loop._preempt_signum, loop._pid = [signal.SIGUSR1], None, os.getpid()
+    previous = signal.signal(signal.SIGUSR1, loop._on_signal)
+    try:
+        resume._hold_preemption_across_fork()
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)  # to this thread, which holds it
+        assert loop.preempt_signum is None
+        resume._release_in_parent()
+        assert loop.preempt_signum == signal.SIGUSR1
+        assert signal.SIGUSR1 not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
