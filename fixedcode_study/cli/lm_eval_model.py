@@ -29,6 +29,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..evaluation import lm as _registers_fixedcode  # noqa: F401  (import registers the model)
 from ..evaluation.lm import QUOTES, split_checkpoint_arg
+from ..evaluation.tasks import missing_include_paths
 from .args import exit_with, with_argv
 
 MODEL_ARGS = ("--model_args", "-a")
@@ -99,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     from lm_eval.__main__ import cli_evaluate
 
     try:
-        args = resolve_model_args(list(sys.argv[1:] if argv is None else argv))
+        if missing := missing_include_paths(args := list(sys.argv[1:] if argv is None else argv)):
+            raise ConfigError("--include_path", f"{missing[0]} is not a folder",
+                              "make the task YAMLs first: fixedcode eval-tasks OUT_DIR tasks=... (its --help)")
+        args = resolve_model_args(args)
         with argument_errors_on_one_line():
             return with_argv("fixedcode lm-eval", args, cli_evaluate)  # lm-eval reads sys.argv itself
     except ConfigError as err:  # a bad checkpoint or model argument, here or in FixedCodeLM

@@ -81,7 +81,8 @@ REFUSED: list[tuple[str, str]] = [
     (r"\btrainer=ddp\b", "several GPUs"),
 ]
 
-NEEDS_SHARED = re.compile(r"\.\./shared/data")
+# lines that read ../shared/data, or the task folder the documented eval-tasks line makes from it
+NEEDS_SHARED = re.compile(r"\.\./shared/data|--include_path tasks/")
 
 # The order producers come first in: 0 trains the studies later lines read, 1 derives from them
 # (exports, probes, copies), 2 reads, 3 rewrites the sandbox's generated docs.

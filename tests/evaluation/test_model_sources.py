@@ -213,6 +213,23 @@ def test_an_unknown_task_on_lm_evals_command_line_is_one_line_and_exit_2(shipped
     assert not any("Traceback" in line for line in err), "\n".join(err)
 
 
+def test_a_missing_include_path_is_one_line_before_lm_eval_looks_on_the_hub(tmp_path, capsys):
+    """lm-eval skips a missing --include_path folder and fetches the task from the Hub instead: offline,
+    the manual's own example ended in a ConnectionError traceback when eval-tasks had not made tasks/."""
+    from fixedcode_study.cli.lm_eval_model import main
+
+    missing = tmp_path / "tasks"
+    assert main(["--model", "fixedcode", "--model_args", f"checkpoint={tmp_path / 'job'}", "--include_path",
+                 str(missing), "--tasks", "hellaswag"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err == (f"error: --include_path: {missing} is not a folder; make the task YAMLs first: "
+                   "fixedcode eval-tasks OUT_DIR tasks=... (its --help)")
+    missing.mkdir()  # there: lm-eval gets the line (and here stops at the checkpoint that is not)
+    assert main(["--model", "fixedcode", "--model_args", f"checkpoint={tmp_path / 'job'}",
+                 f"--include_path={missing}", "--tasks", "hellaswag"]) == 2
+    assert "--include_path" not in capsys.readouterr().err
+
+
 def test_lm_evals_python_api_takes_a_model_args_string_with_a_comma_in_the_path(shipped, tmp_path):
     import lm_eval
     from lm_eval.tasks import TaskManager

@@ -21,7 +21,7 @@ from ...errors import ConfigError
 from .builtin import BUILTIN_TASKS, write_builtin_task
 from .mirror import MIRROR_TASKS, OFFICIAL_TASKS_DIR, write_mirror_task
 
-__all__ = ["BUILTIN_TASKS", "MIRROR_TASKS", "TaskFolder", "unknown_tasks", "write_tasks"]
+__all__ = ["BUILTIN_TASKS", "MIRROR_TASKS", "TaskFolder", "missing_include_paths", "unknown_tasks", "write_tasks"]
 
 
 @dataclass
@@ -62,6 +62,15 @@ def write_tasks(
         else:
             official = True
     return TaskFolder(out_dir, list(tasks), official, files)
+
+
+def missing_include_paths(argv: Sequence[str]) -> list[str]:
+    """The `--include_path` folders of an lm-eval command line that do not exist. lm-eval skips such
+    a folder without a word and looks its tasks up on the Hub instead, which offline ends in a
+    ConnectionError traceback (`fixedcode eval-tasks OUT_DIR ...` makes the folder)."""
+    paths = [b for a, b in zip(argv, argv[1:]) if a == "--include_path"]
+    paths += [a.split("=", 1)[1] for a in argv if a.startswith("--include_path=")]
+    return [p for p in paths if not Path(p).expanduser().is_dir()]
 
 
 def unknown_tasks(tasks: Sequence[str]) -> list[str]:
