@@ -152,4 +152,4 @@ def test_the_check_finds_what_it_is_for():
                  "fixedcode <verb> --help", "python -m fixedcode_study describe +model.mlp=gelu"):
         assert check(fine) is None, fine
     assert doc_commands(ROOT / "README.md")[0] == (
-        25, "python -m fixedcode_study.run -m input=learned,binary16,gf2 seed=1,2,3")  # the guide's first command
+        26, "python -m fixedcode_study.run -m input=learned,binary16,gf2 seed=1,2,3")  # the guide's first command
