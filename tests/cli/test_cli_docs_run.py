@@ -29,6 +29,7 @@ document order inside a stage, each once however often the docs repeat it. The f
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -159,20 +160,16 @@ def classify(doc: DocCommand) -> tuple[str, str]:
     return "runs", ""
 
 
-_CODE_BLOCK_LINES: dict[str, set[int]] = {}
-
-
-def _code_block_lines(path: Path) -> set[int]:
-    key = str(path)
-    if key not in _CODE_BLOCK_LINES:
-        inside, lines = False, set()
-        for number, text in enumerate(path.read_text().splitlines(), 1):
-            if text.lstrip().startswith("```"):
-                inside = not inside
-            elif inside:
-                lines.add(number)
-        _CODE_BLOCK_LINES[key] = lines
-    return _CODE_BLOCK_LINES[key]
+@functools.lru_cache(maxsize=None)
+def _code_block_lines(path: Path) -> frozenset[int]:
+    """The line numbers inside a markdown file's fenced code blocks."""
+    inside, lines = False, set()
+    for number, text in enumerate(path.read_text().splitlines(), 1):
+        if text.lstrip().startswith("```"):
+            inside = not inside
+        elif inside:
+            lines.add(number)
+    return frozenset(lines)
 
 
 def _in_code_block(doc: DocCommand) -> bool:
