@@ -18,6 +18,10 @@ split is made of one segment per source (PreparedData.val_segments; one segment 
 data); windows never straddle two segments, so each window has one source label. Windows are
 numbered globally, segment after segment, independently of world size and batch size; the even
 ones are the "select" half and the odd ones the "report" half of the split (training/task.py).
+An *early* validation (any before the last step) may read a fixed, evenly spread subset instead
+(`train.val_early_tokens`, `early_windows`): whole pairs of windows (2j, 2j+1), every m-th pair
+over the whole split, so both halves and every source are in it, and the same windows every
+time. The final validation always reads every window.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from ..errors import ConfigError
 from .prepare import PreparedData
@@ -128,6 +132,19 @@ class GlobalBatchOrder(IterableDataset):
             m += 1
 
 
+def early_windows(n_windows: int, wanted: int) -> np.ndarray:
+    """The global ids of the windows an early validation reads: `wanted` windows rounded up to whole
+    (even, odd) pairs, taken as every m-th pair over the whole split (m = pairs there // pairs wanted),
+    so the subset spreads over every source and holds as many "select" as "report" windows. Every
+    window when the split has no more than that."""
+    pairs, available = -(-max(1, wanted) // 2), n_windows // 2
+    if pairs >= available:
+        return np.arange(n_windows)
+    stride = available // pairs
+    first = np.arange(pairs) * stride * 2  # the even window of each chosen pair
+    return np.stack([first, first + 1], axis=1).reshape(-1)
+
+
 class ValidationWindows(Dataset):
     """Non-overlapping (T+1)-token windows over the held-out split; rank r takes windows r, r+W, ...
 
@@ -161,8 +178,26 @@ class ValidationWindows(Dataset):
         n_windows = self.starts.size
         if n_windows == 0:
             raise ConfigError("data.val_fraction", "the validation split is shorter than one window", "raise val_fraction")
-        self.indices = list(range(rank, n_windows, world_size))  # the real windows of this rank
-        self.length = -(-n_windows // world_size)
+        self.rank, self.world_size = rank, world_size
+        self.early: np.ndarray | None = None  # global window ids an early validation reads (None: all)
+        self.full_length = -(-n_windows // world_size)
+        self.read_all()
+
+    def _read(self, windows: np.ndarray) -> None:
+        self.indices = [int(k) for k in windows[self.rank :: self.world_size]]  # the real windows of this rank
+        self.length = -(-windows.size // self.world_size)
+
+    def read_all(self) -> None:
+        """From now on every window is read (the final validation)."""
+        self._read(np.arange(self.starts.size))
+
+    def read_early(self) -> None:
+        """From now on only the early subset is read (every window when none is set)."""
+        self._read(self.early) if self.early is not None else self.read_all()
+
+    def set_early_tokens(self, tokens: int | None) -> None:
+        """Choose the early subset: about `tokens` tokens in whole windows (None: every window)."""
+        self.early = None if tokens is None else early_windows(self.starts.size, -(-int(tokens) // self.seq_len))
 
     def windows_per_source(self) -> dict[str, int]:
         counts = np.bincount(self.labels, minlength=len(self.sources))
@@ -179,15 +214,33 @@ class ValidationWindows(Dataset):
         return window, torch.tensor(1.0 if real else 0.0), torch.tensor(k), torch.tensor(int(self.labels[k]))
 
 
+class CurrentWindows(Sampler):
+    """The items of the windows the next validation reads (all, or the early subset), for the one
+    validation DataLoader Lightning builds. Its length is the whole split's: Lightning counts a
+    validation loader's batches once, at the first validation (an early one), and stops each pass
+    at that count, so a count taken from the subset would cut the final validation short. A pass
+    over the subset simply ends sooner."""
+
+    def __init__(self, windows: ValidationWindows):
+        self.windows = windows
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self.windows)))
+
+    def __len__(self) -> int:
+        return self.windows.full_length
+
+
 class TokenDataModule(L.LightningDataModule):
     """Training order GlobalBatchOrder (world-size invariant, resumable), validation windows."""
 
     def __init__(self, prepared: PreparedData, seq_len: int, batch_size: int, seed: int,
-                 val_batch_size: int | None = None, grad_accum: int = 1):
+                 val_batch_size: int | None = None, grad_accum: int = 1, val_early_tokens: int | None = None):
         super().__init__()
         self.prepared = prepared
         self.seq_len, self.batch_size, self.seed, self.grad_accum = seq_len, batch_size, seed, grad_accum
         self.val_batch_size = val_batch_size or batch_size
+        self.val_early_tokens = val_early_tokens
         self.train_set: GlobalBatchOrder | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -201,6 +254,20 @@ class TokenDataModule(L.LightningDataModule):
         self.train_set = GlobalBatchOrder(windows, rank, world, self.grad_accum)
         self.val_set = ValidationWindows(self.prepared.val_path, self.prepared.dtype, self.seq_len, rank, world,
                                          segments=self.prepared.val_segments)
+        self.val_set.set_early_tokens(self.val_early_tokens)
+
+    def early_validation_windows(self) -> int | None:
+        """How many windows an early validation reads over all ranks (None: every window). Asked of
+        this process's own copy of the split: under ddp_spawn setup() ran in the workers only."""
+        windows = ValidationWindows(self.prepared.val_path, self.prepared.dtype, self.seq_len,
+                                    segments=self.prepared.val_segments)
+        windows.set_early_tokens(self.val_early_tokens)
+        return None if windows.early is None else int(windows.early.size)
+
+    def validation_reads(self, final: bool) -> None:
+        """What the next validation reads: every window (final) or the early subset. Called before
+        Lightning creates the validation iterator (training/schedule.py)."""
+        self.val_set.read_all() if final else self.val_set.read_early()
 
     @property
     def val_sources(self) -> list[str]:
@@ -211,4 +278,5 @@ class TokenDataModule(L.LightningDataModule):
         return DataLoader(self.train_set, batch_size=None, num_workers=0)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=self.val_batch_size, shuffle=False, num_workers=0)
+        return DataLoader(self.val_set, batch_size=self.val_batch_size, sampler=CurrentWindows(self.val_set),
+                          num_workers=0)

@@ -66,13 +66,14 @@ class TrainSpec(_Spec):
     val_schedule: str                # log | every (spec/schedule.py)
     val_points: int
     val_every: int
+    val_early_tokens: int | None     # tokens an early validation reads (data/batches.early_windows); None: all
     log_every: int
     val_batch_size: int
     compile: bool | str              # true | false | auto (spec/runtime.resolve_compile)
     compile_min_flops: float
 
     def __post_init__(self) -> None:
-        for key in (*_TRAIN_INTEGERS, "global_batch_tokens"):
+        for key in (*_TRAIN_INTEGERS, *_TRAIN_NULLABLE):
             check(f"train.{key}", getattr(self, key))
         if self.val_schedule not in SCHEDULES:
             raise ConfigError("train.val_schedule", f"unknown schedule {self.val_schedule!r}",
@@ -87,15 +88,20 @@ class TrainSpec(_Spec):
     @classmethod
     def of(cls, train: Mapping[str, Any]) -> "TrainSpec":
         v = group_values(cls, "train", train)
-        for key in (*_TRAIN_INTEGERS, "global_batch_tokens"):
+        for key in (*_TRAIN_INTEGERS, *_TRAIN_NULLABLE):
             check(f"train.{key}", v[key])  # as given: 5e5 is an integer, 0.5 is not
-        gbt = v["global_batch_tokens"]
         return cls(**{**v, **{k: int(v[k]) for k in _TRAIN_INTEGERS},
-                      "global_batch_tokens": None if gbt is None else int(gbt)})
+                      **{k: None if v[k] is None else int(v[k]) for k in _TRAIN_NULLABLE}})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "TrainSpec":
+        # A spec stored before val_early_tokens existed read every window at every validation.
+        return from_json(cls, {"val_early_tokens": None, **data})
 
 
 _TRAIN_INTEGERS = ("tokens", "batch_size", "seq_len", "grad_accum", "val_points", "val_every", "log_every",
                    "val_batch_size")
+_TRAIN_NULLABLE = ("global_batch_tokens", "val_early_tokens")
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ RULES: tuple[Rule, ...] = (
     ("train.global_batch_tokens", lambda v: v >= 1, "a positive integer or null", True),
     ("train.val_every", lambda v: v >= 1, "an integer >= 1", True),
     ("train.val_points", lambda v: v >= 1, "an integer >= 1", True),
+    ("train.val_early_tokens", lambda v: v >= 1, "a positive integer or null (every window)", True),
     ("train.log_every", lambda v: v >= 1, "an integer >= 1", True),
     ("train.val_batch_size", lambda v: v >= 1, "an integer >= 1", True),
     ("optim.lr", lambda v: 0 < v < 10, "a finite number in (0, 10)", False),
@@ -107,4 +108,4 @@ def check_seq_len(seq_len: int, max_seq_len: int) -> None:
 
 
 _BY_FIELD = {rule[0]: rule for rule in RULES}
-_NULLABLE = {"trainer.gradient_clip_val", "data.val_fraction", "train.global_batch_tokens"}
+_NULLABLE = {"trainer.gradient_clip_val", "data.val_fraction", "train.global_batch_tokens", "train.val_early_tokens"}

@@ -106,7 +106,7 @@ def train(spec: JobSpec, job: JobDir, rec: Recorder, resume_from: Path | None,
     rec.write()  # what this attempt trains with, before the fit: a stop from here on leaves it on disk
     # 6. fit, resuming from the last checkpoint when a previous attempt left one
     dm = TokenDataModule(prepared, plan.seq_len, plan.micro_batch, spec.seed, spec.train.val_batch_size,
-                         grad_accum=plan.grad_accum)
+                         grad_accum=plan.grad_accum, val_early_tokens=spec.train.val_early_tokens)
     task = LanguageModelTask(model, spec.optim, plan.max_steps, plan.tokens_per_step,
                              torch.from_numpy(prepared.token_bytes()), spec.train.log_every,
                              compiled_loss=spec.runtime.compile, breakdown=breakdown)
@@ -127,6 +127,9 @@ def train(spec: JobSpec, job: JobDir, rec: Recorder, resume_from: Path | None,
         task.log_validation = False
         trainer.validate(task, datamodule=dm, verbose=False)
     val = _summary(trainer)
+    early = dm.early_validation_windows()  # results.json `validation`: what each kind of validation read
+    rec.note(validation={"early_windows": early, "early_tokens": None if early is None else early * plan.seq_len,
+                         "final_tokens": int(val["val_tokens"])})
     final = {"val_loss": val["val_loss"], "val_ppl": val["val_ppl"], "val_bpb": val["val_bpb"],
              "val_tokens": int(val["val_tokens"])}
     final.update({k: v for k, v in val.items() if k.startswith("val_") and k not in final})

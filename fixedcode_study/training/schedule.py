@@ -9,6 +9,11 @@ So validation runs exactly at the scheduled steps, inside Lightning's own loop (
 point relative to logging and to the checkpoint taken at the next step's first micro-batch), and a
 skipped step costs one integer comparison. Nothing of it is state: after a resume the next
 scheduled step follows from global_step.
+
+It also tells the data module what a validation about to run reads: an early one (before the last
+step) the early subset of `train.val_early_tokens`, the final one (and any validation after the
+fit) every window (data/batches.py). That choice has to be made here, before Lightning's loop
+creates the validation iterator, which happens before any validation hook runs.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ class ValidationSchedule(L.Callback):
         # micro-batch before it is a multiple of n x grad_accum.
         n = self.next_step(trainer.global_step)
         trainer.val_check_batch = n * self.grad_accum if n is not None else float("inf")
+        if n == trainer.global_step:
+            _validation_reads(trainer, final=n >= trainer.max_steps)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.check_val_every_n_epoch is not None:
@@ -58,3 +65,12 @@ class ValidationSchedule(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         self._aim(trainer)  # runs before Lightning decides whether to validate after this micro-batch
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        _validation_reads(trainer, final=True)  # a validation after the fit is a final one
+
+
+def _validation_reads(trainer: L.Trainer, final: bool) -> None:
+    reads = getattr(trainer.datamodule, "validation_reads", None)
+    if reads is not None:
+        reads(final)

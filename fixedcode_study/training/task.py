@@ -3,7 +3,8 @@
 Metrics go to every attached logger with the number of training tokens seen, so curves from runs
 with different batch sizes share an x-axis:
   train/loss, train/lr, train/tokens_per_second  (every `log_every` optimizer steps)
-  val/loss, val/ppl, val/bpb                      (at the validation steps, training/schedule.py)
+  val/loss, val/ppl, val/bpb, val/tokens          (at the validation steps, training/schedule.py;
+                                                  val/tokens: the held-out tokens it read, data/batches.py)
   val/loss_select, val/loss_report                (the same, over the even / odd validation windows)
   val/loss@<source>                               (the same, per source, when the data has several)
 At the final validation (global step = max_steps) the same per-token sums are also added up per
@@ -238,7 +239,7 @@ class LanguageModelTask(L.LightningModule):
             self.trainer.callback_metrics[BREAKDOWN_TOTAL] = sums[0].detach().cpu()
             self._bucket_sums = None
         if not self.trainer.sanity_checking and self.log_validation:
-            self._emit({k: v for k, v in self.last_val.items() if k != "val/tokens"})
+            self._emit(dict(self.last_val))  # val/tokens too: an early validation reads a subset
             self.publish_summary()
 
     def on_train_end(self) -> None:
