@@ -96,6 +96,8 @@ def parameter_groups(model: "Decoder") -> dict[str, int]:
     parameters). input_trainable: trainable parameters of the input interface. head: the output
     head's own (a tied head owns none: its table is counted under input). body: blocks and final norm.
     token_specific_trainable: trainable parameters in tensors with a dimension of size V.
+    input_token_specific_trainable / input_shared_trainable: the input's trainable parameters split as
+    its interface declares (input_split).
     """
     def count(params: Iterable[torch.nn.Parameter], trainable_only: bool = False) -> int:
         return sum(p.numel() for p in params if p.requires_grad or not trainable_only)
@@ -116,7 +118,21 @@ def parameter_groups(model: "Decoder") -> dict[str, int]:
         "head": count(by_group["head"]),
         "head_trainable": count(by_group["head"], trainable_only=True),
         "token_specific_trainable": count(token_specific, trainable_only=True),
+        **input_split(model),
     }
+
+
+def input_split(model: "Decoder") -> dict[str, int]:
+    """The input's trainable parameters split as its interface declares them (token_specific_names):
+    one row per token ID (a table, a low-rank factor) or shared by every token (a map over a code)."""
+    interface = getattr(model, "input", None)
+    if interface is None or not hasattr(interface, "token_specific_names"):
+        return {}
+    names = interface.token_specific_names()
+    trainable = [(n, p) for n, p in interface.named_parameters() if p.requires_grad]
+    specific = sum(p.numel() for n, p in trainable if n in names)
+    return {"input_token_specific_trainable": specific,
+            "input_shared_trainable": sum(p.numel() for _, p in trainable) - specific}
 
 
 # -- optimizer groups ------------------------------------------------------------------------------------

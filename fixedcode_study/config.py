@@ -94,7 +94,9 @@ def load_option(group: str, name: str, field: str) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
 
 
-REFERENCE_KEYS = ("init_code", "rms_reference")  # input settings that name another conf/input variant
+# Input settings that name another conf/input variant: a learned table's starting code, the RMS a
+# code matches, and the fixed code a code_map reads.
+REFERENCE_KEYS = ("init_code", "rms_reference", "code")
 
 
 def resolve_input_references(input_cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,7 +105,7 @@ def resolve_input_references(input_cfg: Mapping[str, Any]) -> dict[str, Any]:
     cfg = {k: v for k, v in input_cfg.items()}
     for key in REFERENCE_KEYS:
         if isinstance(cfg.get(key), str):  # optional: only inputs that name another variant have them
-            cfg[key] = load_option("input", cfg[key], field=f"input.{key}")
+            cfg[key] = resolve_input_references(load_option("input", cfg[key], field=f"input.{key}"))
     return cfg
 
 

@@ -18,6 +18,15 @@ binary.py (computed from the ID on the fly: no parameters, no projection, no V x
                    bits (concatenated independent GF(2) recodings, or seeded random bits).
 gaussian.py
 - `random_fixed`   a frozen random Gaussian V x K code (a buffer drawn from `code_seed`), tiled.
+spelling.py
+- `spelling`       a fixed binary code from the token's own string: hashed character n-grams (a Bloom
+                   filter), plus the ID's bits where two spellings collide. Needs the token strings.
+mapped.py (the input continuum: between a fixed code and a full table)
+- `code_map`       a fixed code (`code:` names one) then a trainable map shared by every token
+                   (linear K x d, or a small MLP): trainability without token-specific parameters.
+- `learned_lowrank` a trainable V x r table times a trainable r x d map.
+Every input reports its trainable parameters split into token-specific (one row per token ID) and
+shared (`trainable_split`, `token_specific_names`).
 `learned` also covers the controls `trainable: false` (a frozen random table) and `init: code` /
 `init: code_stats` (a learned table that starts at, or with the statistics of, a fixed code).
 Every fixed code takes a `scale` (a number, or `match_init`: see base.py). With `rms_reference:
@@ -42,12 +51,14 @@ from .base import FixedCode, InputInterface, init_normal_
 from .binary import FixedBinaryCode, GF2Code, WideCode
 from .gaussian import FixedGaussianCode
 from .learned import LearnedEmbedding, LearnedLowDim, ReferenceCode
+from .mapped import CodeMap, LearnedLowRank
+from .spelling import SpellingCode
 from .tiling import minimal_code_width, tile_to_width, tiled_rms
 
 __all__ = [
-    "INPUT_TYPES", "build_input", "input_trainable_params",
+    "INPUT_TYPES", "build_input", "input_trainable_params", "input_trainable_split",
     "InputInterface", "FixedCode", "LearnedEmbedding", "LearnedLowDim", "FixedBinaryCode", "GF2Code", "WideCode",
-    "FixedGaussianCode", "init_normal_", "minimal_code_width", "tile_to_width",
+    "FixedGaussianCode", "CodeMap", "LearnedLowRank", "SpellingCode", "init_normal_", "minimal_code_width", "tile_to_width",
 ]
 
 INPUT_TYPES: dict[str, type[InputInterface]] = {
@@ -57,6 +68,9 @@ INPUT_TYPES: dict[str, type[InputInterface]] = {
     "wide": WideCode,
     "random_fixed": FixedGaussianCode,
     "learned_lowdim": LearnedLowDim,
+    "learned_lowrank": LearnedLowRank,
+    "code_map": CodeMap,
+    "spelling": SpellingCode,
 }
 
 # Keys of an input config that describe the variant but are not constructor arguments.
@@ -102,6 +116,8 @@ def build_input(cfg: Mapping[str, Any], vocab_size: int, d_model: int, init_std:
     for key, value in kwargs.items():  # numpy would reject these with a message naming no field
         if key.endswith("_seed") and not (isinstance(value, int) and 0 <= value < 2**63):
             raise ConfigError(f"input.{key}", f"{value!r} is not a non-negative integer seed", f"set input.{key}>=0")
+    if cls is CodeMap:  # the fixed code the map reads: built here, from its resolved settings
+        kwargs["code"] = reference_code_module(kwargs.get("code"), vocab_size, d_model, init_std)
     if kwargs.get("init_code") is not None:  # only LearnedEmbedding takes it (else: unknown setting above)
         LearnedEmbedding.check_init(kwargs.get("init", "normal"), has_init_code=True)
         kwargs["init_code"] = reference_code(kwargs["init_code"], vocab_size, d_model, kwargs["init_std"])
@@ -127,6 +143,18 @@ def reference_rms(cls: type[InputInterface], kwargs: Mapping[str, Any], referenc
     return tiled_rms(mean_square, d_model), code.label
 
 
+def reference_code_module(cfg: Any, vocab_size: int, d_model: int, init_std: float) -> FixedCode:
+    """The fixed code a `code_map` input reads (`code:`), built from its settings."""
+    if not isinstance(cfg, Mapping):
+        raise ConfigError("input.code", f"{cfg!r} is not a fixed code's settings",
+                          "name a conf/input fixed code in input.code and build through build.build_model")
+    code = build_input(cfg, vocab_size, d_model, init_std)
+    if not isinstance(code, FixedCode):
+        raise ConfigError("input.code.type", f"{code.kind!r} is not a fixed code",
+                          "use a fixed code type (binary, gf2, wide, random_fixed, spelling)")
+    return code
+
+
 def reference_code(cfg: Any, vocab_size: int, d_model: int, init_std: float,
                    field: str = "input.init_code") -> ReferenceCode:
     """Build the fixed code another input refers to (`init_code`, `rms_reference`), and take its values."""
@@ -144,5 +172,11 @@ def reference_code(cfg: Any, vocab_size: int, d_model: int, init_std: float,
 
 
 def input_trainable_params(cfg: Mapping[str, Any], vocab_size: int, d_model: int) -> int:
-    """Trainable parameters of the input `cfg` describes, from shapes alone: no module is built."""
+    """Trainable parameters of the input `cfg` describes, from shapes alone (a code_map builds its
+    parameter-free code to learn the code's width)."""
     return input_type(cfg).trainable_count(cfg, vocab_size, d_model)
+
+
+def input_trainable_split(cfg: Mapping[str, Any], vocab_size: int, d_model: int) -> dict[str, int]:
+    """input_trainable_params split into {"token_specific", "shared"} (InputInterface.trainable_split)."""
+    return input_type(cfg).trainable_split(cfg, vocab_size, d_model)

@@ -57,6 +57,17 @@ class InputInterface(nn.Module):
         alone (size matching needs it for inputs it never builds). Fixed codes have none."""
         return 0
 
+    @classmethod
+    def trainable_split(cls, settings: Mapping[str, Any], vocab_size: int, d_model: int) -> dict[str, int]:
+        """trainable_count split into token-specific parameters (one row per token ID: a table) and
+        shared ones (a map every token goes through). A full or low-dimensional table is all
+        token-specific; the continuum's inputs (mapped.py) override this."""
+        return {"token_specific": cls.trainable_count(settings, vocab_size, d_model), "shared": 0}
+
+    def token_specific_names(self) -> set[str]:
+        """Names (relative to this module) of the trainable parameters that hold one row per token ID."""
+        return {name for name, p in self.named_parameters() if self.vocab_size in p.shape}
+
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """Draw this input's random initial values, if it has any, from `generator`: the Decoder
         passes its `input` generator (model.py), so the input never touches the body's or the head's

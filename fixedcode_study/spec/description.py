@@ -186,6 +186,17 @@ def inputs_markdown(described: Mapping[str, Mapping[str, Any]]) -> str:
             notes.append(f"scale {props['scale']:.4g}")
         if props.get("init_code"):
             notes.append(f"init {props['init']} of {props['init_code']}")
+        if props.get("map"):
+            notes.append(f"{props['map']} map" + (f" (hidden {props['hidden']})" if props.get("hidden") else "")
+                         + f" over the {props['code_type']} code")
+        if props.get("rank"):
+            notes.append(f"V x {props['rank']} table times {props['rank']} x d map")
+        if props.get("spelling_bits"):
+            notes.append(f"spelling: {props['spelling_bits']} n-gram bits + {props['id_bits']} ID bits "
+                         f"for {props['collided_tokens']} colliding tokens")
+        if p.get("input_shared_trainable"):
+            notes.append(f"input trainable: {_n(p['input_token_specific_trainable'])} token-specific + "
+                         f"{_n(p['input_shared_trainable'])} shared")
         varying = "–" if props.get("nonconstant_bits") is None else f"{props['nonconstant_bits']}"
         entropy = (f"{_stat(props.get('bit_entropy_mean'), '.3f')} / {_stat(props.get('bit_entropy_min'), '.3f')}"
                    if props.get("bit_entropy_mean") is not None else "–")

@@ -4,8 +4,9 @@
 typed and validated where it is built (spec/parts.py: train, optim, data, trainer, logger,
 checkpoint; spec/evaluation.py: eval; one line naming the field), the model as built (build.ModelSpec:
 the preset parsed, every reference resolved: an input naming another variant, `init_code: binary16`
-or `rms_reference: binary16`, and an output head's `code: binary16`, carry that variant's settings
-from then on; size matching applied), the batch plan, the validation schedule, the runtime
+or `rms_reference: binary16`, a code_map's `code: binary16` and an output head's `code: binary16`, carry
+that variant's settings from then on; a spelling code's `vocabulary: data` the job's token strings
+(spec/vocabulary.py); size matching applied), the batch plan, the validation schedule, the runtime
 decisions (threads; compile, from the built model's FLOPs) and the fingerprint. Nothing below it
 (training/, the data module, the W&B mirror, the record, evaluation, systems, studies) reads a
 composed config again: each takes the JobSpec or a part of it. The pattern is lm-eval's
@@ -44,6 +45,7 @@ from .runtime import determinism, resolve_compile, resolve_threads
 from .schedule import validation_schedule
 from .serial import from_json, to_json
 from .settings import check, check_group, check_seq_len
+from .vocabulary import resolve_vocabulary
 
 __all__ = ["CheckpointSpec", "DataSpec", "EvalSpec", "JobSpec", "LoggingSpec", "OptimSpec", "RuntimeSpec",
            "TrainSpec", "TrainerSpec"]
@@ -116,7 +118,9 @@ class JobSpec:
         threads = resolve_threads(config["threads"])
         # Every reference resolved here, once: from now on the variant named is these settings.
         output = resolve_output_references(config.get("output"))
-        model = resolve_model(config["model"], resolve_input_references(config["input"]), output)
+        input_cfg = resolve_vocabulary(resolve_input_references(config["input"]), data.settings,
+                                       int(config["model"]["vocab_size"]))  # `vocabulary: data` (spelling codes)
+        model = resolve_model(config["model"], input_cfg, output)
         plan = plan_batch(train, trainer, model)
         steps = validation_schedule(train.val_schedule, train.val_points, train.val_every, plan.max_steps)
         check_input(model)
@@ -164,7 +168,9 @@ class JobSpec:
     # -- what the record says about it -----------------------------------------------------------
     @property
     def code_width(self) -> Any:
-        return self.model.input["code_width"]  # null for learned tables
+        code = self.model.input.get("code")  # a code_map's fixed code carries the width
+        source = code if isinstance(code, Mapping) else self.model.input
+        return source.get("code_width")  # null for learned tables (learned_lowrank has no key)
 
     @property
     def wandb(self):
