@@ -105,7 +105,9 @@ class CodeMap(InputInterface):
 
     @classmethod
     def trainable_split(cls, settings: Mapping[str, Any], vocab_size: int, d_model: int) -> dict[str, int]:
-        from . import build_input  # the code itself (no trainable part, cheap) says its width
+        from . import (
+            build_input,  # the code itself (no trainable part, cheap) says its width
+        )
         code_cfg = settings.get("code")
         if not isinstance(code_cfg, Mapping):
             raise ConfigError("input.code", f"{code_cfg!r} is not resolved to a fixed code's settings",

@@ -5,8 +5,9 @@ The strings are the tokenizer's vocabulary entries (`tokenizers`' id_to_token), 
 [0, model.vocab_size); an ID the tokenizer has no entry for gets "". They replace `data` in the
 resolved input settings, so the stored spec (results.json `spec`, every checkpoint) holds exactly
 the strings the code was computed from: a stored model rebuilds without the corpus or its cache,
-whatever the data settings say later. Resolving them prepares the job's data (cached: the job
-would prepare it a moment later anyway).
+whatever the data settings say later. A pretrained tokenizer (a Hub name or a path) is loaded as it
+is; the default BPE, trained on the corpus, needs the job's data prepared (cached: the job would
+prepare it a moment later anyway).
 """
 
 from __future__ import annotations
@@ -36,15 +37,25 @@ def resolve_vocabulary(input_cfg: Mapping[str, Any], data_settings: Mapping[str,
     cfg = dict(input_cfg)
     if not needs_vocabulary(cfg):
         return cfg
-    from ..data.prepare import prepare  # heavy: only inputs that spell need it
-
-    prepared = prepare(data_settings, progress=False)
-    tokenizer = Tokenizer.from_file(str(prepared.tokenizer_path))
+    tokenizer = job_tokenizer(data_settings)
     if tokenizer.get_vocab_size() > vocab_size:
         raise ConfigError("model.vocab_size", f"the tokenizer has {tokenizer.get_vocab_size()} tokens, more than "
                           f"the model's {vocab_size}", "raise model.vocab_size to the tokenizer's size")
     strings = token_strings(tokenizer, vocab_size)
     return _replace(cfg, strings)
+
+
+def job_tokenizer(data_settings: Mapping[str, Any]) -> Tokenizer:
+    """The tokenizer the job's data uses: a pretrained one (a Hub name or a path) is loaded as it is;
+    the default BPE is trained on the corpus, so the corpus is prepared (cached) to get it."""
+    from ..data.tokenizer import is_pretrained, load_pretrained
+
+    spec = data_settings.get("tokenizer")
+    if data_settings.get("source") != "pretokenized" and is_pretrained(spec):
+        return load_pretrained(spec, data_settings.get("tokenizer_revision"), data_settings.get("eot_token")).tokenizer
+    from ..data.prepare import prepare  # heavy: only inputs that spell need it
+
+    return Tokenizer.from_file(str(prepare(data_settings, progress=False).tokenizer_path))
 
 
 def _replace(cfg: dict[str, Any], strings: list[str]) -> dict[str, Any]:

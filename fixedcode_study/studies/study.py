@@ -7,7 +7,9 @@ A study file holds
   jobs         {cpu: N, paper: M}: how many jobs each scale launches (checked by the tests)
   grids        list of {override key: [values]}; each grid is one Hydra multirun (a Cartesian
                product), and the study is the union of its grids
-  scales       {paper: {key: value or [values]}}: overrides for a named scale; cpu = the defaults
+  scales       {paper: {key: value or [values]}}: overrides for a named scale; cpu = the defaults.
+               A scale may also give its own `grids` (same form as the top-level key), which then
+               replace the study's grids at that scale (a CPU study with a second, CPU-only context)
   cost         notes on the cost; `fixedcode sweep <study> dry_run=true` recomputes it (studies/cost.py)
 
 Why a launcher over Hydra-native `hydra.sweeper.params` configs: Hydra's basic sweeper only takes
@@ -119,13 +121,21 @@ def scale_overrides(study: Study, scale: str) -> list[str]:
         raise ConfigError("scale", f"unknown scale {scale!r}", f"use one of {', '.join(SCALES)}")
     values = study.scales.get(scale) or {}
     return [f"{k}={','.join(format_value(v) for v in (vs if isinstance(vs, list) else [vs]))}"
-            for k, vs in values.items()]
+            for k, vs in values.items() if k != "grids"]
+
+
+def scale_grids(study: Study, scale: str) -> list[dict[str, list[Any]]]:
+    """The grids a scale runs: its own `grids` when it gives them, else the study's."""
+    own = (study.scales.get(scale) or {}).get("grids")
+    if own is None:
+        return study.grids
+    return [{k: v if isinstance(v, list) else [v] for k, v in grid.items()} for grid in own]
 
 
 def launch_overrides(study: Study, scale: str = "cpu", extra: Sequence[str] | None = None) -> list[list[str]]:
     """Per grid, the override list given to `run -m` (name=<study> first)."""
     replacements = [f"name={study.name}", *scale_overrides(study, scale), *(extra or [])]
-    return [grid_overrides(grid, replacements) for grid in study.grids]
+    return [grid_overrides(grid, replacements) for grid in scale_grids(study, scale)]
 
 
 def expand(overrides: list[str]) -> list[list[str]]:

@@ -11,6 +11,7 @@ import torch
 
 from fixedcode_study.build import resolve_input_references
 from fixedcode_study.config import available, load_option
+from helpers.vocabulary import with_vocabulary
 from fixedcode_study.inputs import build_input
 from fixedcode_study.inputs.stats import (
     STAT_KEYS,
@@ -24,7 +25,8 @@ V, D = 4096, 128  # cpu_tiny
 
 
 def code(name: str, vocab_size: int = V, d_model: int = D):
-    return build_input(resolve_input_references(load_option("input", name, field="input")), vocab_size, d_model)
+    cfg = with_vocabulary(resolve_input_references(load_option("input", name, field="input")), vocab_size)
+    return build_input(cfg, vocab_size, d_model)
 
 
 def naive_distances(bits: np.ndarray) -> np.ndarray:
@@ -109,6 +111,11 @@ def test_every_input_reports_the_statistics_and_its_rms(name):
     assert set(STAT_KEYS) | {"code_rms"} <= set(props), name
     if props.get("trainable") is not None:  # learned tables: statistics do not apply
         assert all(props[k] is None for k in STAT_KEYS), name
+    elif props.get("map"):  # a map over a fixed code: the code's statistics; the RMS exact at init
+        with torch.no_grad():
+            out = layer(torch.arange(512)[None])[0].double()
+        assert props["code_rms"] == pytest.approx(out.pow(2).mean().sqrt().item(), rel=1e-5), name
+        assert props["nonconstant_bits"] + len(props["constant_bits"]) == props["code_width"], name
     else:  # fixed codes: the RMS is the module's own output over every ID, exactly
         with torch.no_grad():
             out = layer(torch.arange(512)[None])[0].double()  # (V, d)

@@ -16,18 +16,23 @@ import torch
 
 from fixedcode_study.accounting import module_group
 from fixedcode_study.build import build_model
-from fixedcode_study.config import available
+from fixedcode_study.config import available, resolve_input_references
 from fixedcode_study.config import compose as compose_config
 from fixedcode_study.data.batches import RandomWindowBatches
 from fixedcode_study.inputs import init_normal_
 from fixedcode_study.model import INIT_SCHEME, init_stream_seed, init_streams
+
+from helpers.vocabulary import with_vocabulary  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 SEED = 1
 
 
 def built(input_name: str, seed: int | None = SEED, *extra: str):
     cfg = compose_config(["model=test_micro", f"input={input_name}", *extra])
-    return build_model(cfg.model, cfg.input, seed=seed)
+    input_cfg = with_vocabulary(resolve_input_references(OmegaConf.to_container(cfg.input, resolve=True)),
+                                cfg.model.vocab_size)
+    return build_model(cfg.model, input_cfg, seed=seed)
 
 
 def outside_input(model) -> dict[str, torch.Tensor]:

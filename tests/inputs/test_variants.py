@@ -15,10 +15,12 @@ from fixedcode_study.config import compose as compose_config
 from fixedcode_study.spec import JobSpec
 from fixedcode_study.spec.description import describe as describe_spec
 from fixedcode_study.errors import ConfigError
-from fixedcode_study.inputs import FixedCode, build_input, input_trainable_params, minimal_code_width
+from fixedcode_study.inputs import FixedCode, build_input, input_trainable_params, input_trainable_split, minimal_code_width
+from fixedcode_study.spec.vocabulary import needs_vocabulary
 from fixedcode_study.inputs.gf2 import gf2_rank, matrix_sha256, sample_constrained
 from fixedcode_study.model import ModelConfig
 from fixedcode_study.record.checkpoint import load_checkpoint, save_checkpoint
+from helpers.vocabulary import with_vocabulary
 
 
 def describe(cfg):
@@ -291,7 +293,19 @@ def _expected_input_trainable(props: dict, vocab: int, d_model: int) -> int:
         return vocab * d_model if props["trainable"] else 0
     if props["type"] == "learned_lowdim":
         return vocab * props["code_width"]
-    return 0
+    return sum(_expected_input_split(props, vocab, d_model).values())
+
+
+def _expected_input_split(props: dict, vocab: int, d_model: int) -> dict[str, int]:
+    """The continuum's inputs (inputs/mapped.py): token-specific and shared trainable parameters by formula."""
+    if props["type"] == "learned_lowrank":
+        r = props["rank"]
+        return {"token_specific": vocab * r, "shared": r * d_model}
+    if props["type"] == "code_map":
+        k, h = props["code_width"], props["hidden"]
+        shared = k * d_model if props["map"] == "linear" else k * h + h + h * d_model
+        return {"token_specific": 0, "shared": shared}
+    return {"token_specific": 0, "shared": 0}
 
 
 @pytest.mark.parametrize("model", ["test_micro", "cpu_tiny", "cpu_30m", "smollm2_135m", "smollm2_360m", "paper_1p7b"])
@@ -299,6 +313,10 @@ def test_describe_every_input_consistent_accounting(model):
     inputs = available("input")
     assert {"learned", "binary16", "gf2", "binary", "wide", "random_fixed", "learned_lowdim",
             "frozen_learned", "binary16_sizematched"} <= set(inputs)
+    # Inputs that spell need the job's tokenizer: described on the presets whose corpus the tests prepare anyway.
+    spelled = {n for n in inputs if needs_vocabulary(load_input_config(n))}
+    if model not in ("test_micro", "cpu_tiny"):
+        inputs = [n for n in inputs if n not in spelled]
     rows = {name: describe(compose_config([f"model={model}", f"input={name}"])) for name in inputs}
     base = rows["learned"]["params"]
     for name, d in rows.items():
@@ -309,6 +327,10 @@ def test_describe_every_input_consistent_accounting(model):
         assert p["trainable"] == p["input_trainable"] + p["body"] + p["head"], name  # body and head all train
         assert p["head"] == vocab * d_model
         assert p["input_trainable"] == _expected_input_trainable(props, vocab, d_model), name
+        if props["type"] in ("code_map", "learned_lowrank"):
+            split = _expected_input_split(props, vocab, d_model)
+            assert (p["input_token_specific_trainable"], p["input_shared_trainable"]) == (
+                split["token_specific"], split["shared"]), name
         if not props.get("size_match"):
             assert p["body"] == base["body"], name  # only the input differs between variants
         if isinstance(props.get("injective"), bool):
@@ -332,13 +354,16 @@ def test_input_trainable_params_matches_the_built_model(vocab_size, d_model):
     names = available("input")
     assert {"learned", "frozen_learned", "learned_lowdim", "learned_codestats", "binary16", "gf2"} <= set(names)
     for name in names:
-        cfg = load_input_config(name)
+        cfg = with_vocabulary(load_input_config(name), vocab_size)
         with torch.device("meta"):
             model = build_model({"vocab_size": vocab_size, "n_layer": 2, "n_head": 4, "d_model": d_model,
                                  "d_ff": 2 * d_model, "max_seq_len": 32}, cfg)
         groups = parameter_groups(model)
         counted = input_trainable_params(cfg, vocab_size, d_model)
         assert counted == groups["input_trainable"], name
+        split = input_trainable_split(cfg, vocab_size, d_model)
+        assert (split["token_specific"], split["shared"]) == (
+            groups["input_token_specific_trainable"], groups["input_shared_trainable"]), name
         assert trainable_params(model.config, counted) == groups["trainable"], name
     assert input_trainable_params(dict(type="learned_lowdim", code_width=8, trainable=False), V, D) == 0
     with pytest.raises(ConfigError) as err:
