@@ -6,7 +6,8 @@ checkpoint= is a job directory, its checkpoints/final folder, or one of our expo
 checkpoint is here and unchanged, which is then exported again from it (hub/source.py: the same
 rule as generate, evaluate, probe and lm-eval; an export copied elsewhere is refused). The result
 is a Hugging Face folder: a learned-input model with the untied or tied head is a plain
-LlamaForCausalLM; a fixed-code input or a table-free head (output=fixed, bitchain) carries
+LlamaForCausalLM; a fixed-code input (alone, or followed by its trained map: code_map; or a
+low-rank table and its map: learned_lowrank) or a table-free head (output=fixed, bitchain) carries
 modeling_fixedcode.py (config.json `auto_map`) and loads with `trust_remote_code=True`, offline,
 with no V x d input tensor in its weights (and, for a table-free head, no V x d head tensor). Before
 the folder is put in place it is loaded back through transformers and its logits (and, for a fixed

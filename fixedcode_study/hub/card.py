@@ -13,17 +13,23 @@ from typing import Any
 
 import yaml
 
+from ..accounting import input_split
 from ..record.checkpoint import Checkpoint
 from ..record.jobdir import COMPLETED, RESULTS_FILE, JobDir
 
-INPUT_PROPS_SHOWN = ("type", "code_width", "minimal_code_width", "values", "scale", "tile_factor", "injective",
-                     "nonconstant_bits", "hamming_min", "matrix_seed", "min_weight", "affine", "gf2_rank",
-                     "min_row_weight", "min_col_weight", "matrix_sha256", "permutation_seed", "extra", "code_seed")
+INPUT_PROPS_SHOWN = ("type", "code_type", "map", "hidden", "activation", "rank", "trainable", "init_rms",
+                     "code_width", "minimal_code_width", "values", "scale", "tile_factor", "injective",
+                     "code_injective", "nonconstant_bits", "hamming_min", "matrix_seed", "min_weight", "affine",
+                     "gf2_rank", "min_row_weight", "min_col_weight", "matrix_sha256", "permutation_seed", "extra",
+                     "code_seed", "spelling_bits", "id_bits", "max_ngram", "hashes", "collided_tokens",
+                     "vocabulary_sha256", "code_sha256")
+SPLIT_KEYS = ("input_token_specific_trainable", "input_shared_trainable")  # results.json params (accounting.py)
 FINAL_SHOWN = ("val_loss", "val_ppl", "val_bpb")
 OUTPUT_PROPS_SHOWN = ("type", "code", "code_type", "code_width", "scale_mode", "scale", "code_rank", "pairs",
                       "free_steps_mean", "forced_bits", "logit_rank_bound", "tied_to")
 LICENSE = "mit"  # the workbench's (pyproject.toml); the card's weights are trained by its code on the named corpus
 TABLE_FREE_HEADS = ("fixed", "bitchain")  # no trainable parameter of the head depends on V (heads/)
+TRAINED_INPUTS = ("learned", "learned_lowdim", "learned_lowrank", "code_map")  # a trainable input parameter
 
 
 def _head_sentence(kind: str, code: Any, stored: bool = False) -> str:
@@ -45,6 +51,72 @@ def _head_sentence(kind: str, code: Any, stored: bool = False) -> str:
                 "trainable parameter depends on the vocabulary), exactly normalised over the vocabulary; its "
                 f"code {where}.")
     return "the output head is a trainable, untied projection."
+
+
+def _input_fact(key: str, inp: dict[str, Any], props: dict[str, Any]) -> Any:
+    """One setting of the input: what the built input reported (input_props), else its config."""
+    value = props.get(key)
+    if value is None:
+        value = inp.get(key)
+        if key == "code_type":  # a code_map's config names its code by its settings
+            code = inp.get("code")
+            value = code.get("type") if isinstance(code, dict) else code
+    return value
+
+
+def _code_phrase(code_type: Any, width: Any) -> str:
+    """What a fixed code is computed from, with its width."""
+    k = f"K = {_fmt(width)} coordinates" if width is not None else "K coordinates"
+    if code_type == "spelling":
+        return (f"a **fixed code of the token's spelling** (`spelling`: hashed character n-grams of its vocabulary "
+                f"string, with the ID's bits where two spellings collide; {k})")
+    return f"a **fixed code of the token ID** (`{code_type}`, {k})"
+
+
+def input_sentence(inp: dict[str, Any], props: dict[str, Any], input_code: dict[str, Any] | None) -> str:
+    """What a non-learned input is, from its properties (else its config) and the folder's `input_code`
+    (hub/export.py input_code_spec): which parts are fixed, which are trained, which are token-specific,
+    and where the folder holds each. No trailing punctuation: the head's sentence follows."""
+    kind = _input_fact("type", inp, props)
+    width = _input_fact("code_width", inp, props)
+    stored = (input_code or {}).get("kind") == "table"
+    where = ("held in the weights as the V x K table `model.embed_tokens.code_values`" if stored else
+             "computed on the fly by `modeling_fixedcode.py` from `config.json`'s `input_code`")
+    if kind == "code_map":
+        hidden, activation = _input_fact("hidden", inp, props), _input_fact("activation", inp, props)
+        if _input_fact("map", inp, props) == "mlp":
+            layers = (f"a trainable **MLP shared by every token** (K -> {_fmt(hidden)} -> d_model: a biased hidden "
+                      f"layer, {activation}, an unbiased output layer; `model.embed_tokens.map.fc_in`, "
+                      "`model.embed_tokens.map.proj`)")
+        else:
+            layers = ("a trainable **linear map shared by every token** (K x d_model, no bias; "
+                      "`model.embed_tokens.map.proj`)")
+        return (f"A decoder whose input is {_code_phrase(_input_fact('code_type', inp, props), width)}, never "
+                f"trained and {where}, fed untiled to {layers}: the map's weights are trainable parameters of the "
+                "folder's model, and no trainable input parameter belongs to one token (no input table)")
+    if kind == "learned_lowrank":
+        rank = _input_fact("rank", inp, props)
+        state = "trainable" if _input_fact("trainable", inp, props) is not False else "frozen"
+        return (f"A decoder whose input is a **learned low-rank table**: a {state} V x {_fmt(rank)} table (one row per "
+                f"token: token-specific; `model.embed_tokens.code_values`) times a {state} {_fmt(rank)} x d_model "
+                "linear map shared by every token (no bias; `model.embed_tokens.map.proj`), both parameters of the "
+                "folder's model, so no V x d input table")
+    if kind == "learned_lowdim":
+        return (f"A decoder whose input is a **learned low-dimensional table**: a V x {_fmt(width)} table trained "
+                "with the model (one row per token: token-specific), tiled to d_model with no projection; the "
+                "folder holds the trained table as `model.embed_tokens.code_values`, a buffer (it is not trained "
+                "further in transformers)")
+    return (f"A decoder whose input is {_code_phrase(kind, width)} tiled to d_model, {where} "
+            "(no trainable input table, no projection)")
+
+
+def _split_sentence(split: dict[str, Any]) -> str:
+    """The input's trainable parameters, token-specific and shared (accounting.input_split)."""
+    if not all(isinstance(split.get(k), int) for k in SPLIT_KEYS):
+        return ""
+    specific, shared = (split[k] for k in SPLIT_KEYS)
+    return (f" Trainable input parameters: {_fmt(specific)} token-specific (one row per token ID) + "
+            f"{_fmt(shared)} shared by every token.")
 
 
 def _fmt(value: Any) -> str:
@@ -77,8 +149,13 @@ def sibling_records(job: JobDir, record: dict[str, Any]) -> list[dict[str, Any]]
     return sorted(found, key=lambda r: (r.get("seed") is None, r.get("seed")))
 
 
-def _load_snippet(fixed: bool, context: Any, table_free_head: bool = False) -> list[str]:
-    """The card's loading code (tests/hub/test_hub_users.py runs it as written) and what a user should know."""
+def _load_snippet(fixed: bool, context: Any, table_free_head: bool = False, input_kind: str | None = None) -> list[str]:
+    """The card's loading code (tests/hub/test_hub_users.py runs it as written) and what a user should know.
+    input_kind: the input's type, for what `get_input_embeddings().weight` is (fixed: a non-learned input)."""
+    weight = {"code_map": "the V x d matrix of input vectors (the fixed code through the map's current weights)",
+              "learned_lowrank": "the V x d matrix of input vectors (the low-rank table through its map)",
+              "learned_lowdim": "the V x d matrix of input vectors (the stored table, tiled)"}.get(
+        input_kind or "", "the fixed V x d code")
     remote = ", trust_remote_code=True" if fixed or table_free_head else ""
     lines = ["```python", "from transformers import AutoModelForCausalLM, AutoTokenizer",
              f"model = AutoModelForCausalLM.from_pretrained(FOLDER{remote})",
@@ -87,7 +164,7 @@ def _load_snippet(fixed: bool, context: Any, table_free_head: bool = False) -> l
         lines += ["The tokenizer needs no custom code. The model does: without `trust_remote_code=True` transformers "
                   "builds a plain Llama and stops at `model.embed_tokens.weight`, which this folder holds as an empty "
                   "(vocabulary x 0) placeholder, instead of loading with a random input table. "
-                  "`get_input_embeddings().weight` is the fixed V x d code, computed when read.", ""]
+                  f"`get_input_embeddings().weight` is {weight}, computed when read (not a parameter).", ""]
     elif table_free_head:
         lines += ["The tokenizer needs no custom code. The model does: without `trust_remote_code=True` transformers "
                   "builds a plain Llama and stops at `lm_head.weight`, which this folder holds as an empty "
@@ -100,39 +177,46 @@ def _load_snippet(fixed: bool, context: Any, table_free_head: bool = False) -> l
               "continuation (its last tokens are scored, the rest moves into the context) and states the rule in "
               "its record; `max_length=` in `--model_args` instead scores positions the model never trained on."]
     if fixed:
-        lines += ["", "The vocabulary is part of the code: `resize_token_embeddings` is refused (a fixed code is "
-                  "defined for its vocabulary only)."]
+        lines += ["", "The vocabulary is part of the input: `resize_token_embeddings` is refused (a fixed code, or "
+                  "a table the folder holds outside `nn.Embedding`, is defined for its vocabulary only)."]
     return lines
 
 
 def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | None, hf_config: Any) -> str:
     inp = ckpt.config.get("input") or {}
     props = ckpt.config.get("input_props") or {}
-    fixed = props.get("type") != "learned"
+    kind = props.get("type") or inp.get("type")
+    fixed = kind != "learned"
     name = inp.get("name") or props.get("type")
     out = ckpt.config.get("output") or {}
     out_props = ckpt.config.get("output_props") or {}
     head = out_props.get("type") or out.get("type") or "untied"
     head_name = out.get("name") or head
     code = out_props.get("code") or out.get("code")
-    if head == "untied":  # every card before heads could be exported said exactly this
+    params = (record or {}).get("params") or {}
+    split = params if all(k in params for k in SPLIT_KEYS) else input_split(ckpt.model)  # the checkpoint's own
+    frozen_from = (f"its values from init `{props.get('init')}` of `{props['init_code']}`" if props.get("init_code")
+                   else "random values")
+    table = (f"a **frozen input table** (never trained: {frozen_from})" if props.get("trainable") is False
+             else "a **learned input table**")
+    described = input_sentence(inp, props, getattr(hf_config, "input_code", None)) + "; " if fixed else ""
+    if head == "untied":  # every learned card before heads could be exported said exactly this
         tags, title = f"[fixedcode-study, {name}]", f"`{name}` input"
-        about = (("A decoder whose input is a **fixed code of the token ID** (no trainable input table, no projection), "
-                  "computed on the fly by `modeling_fixedcode.py` from `config.json`'s `input_code`; the output head is "
-                  "a trainable, untied projection.") if fixed else
-                 "The control: a decoder with a **learned input table**, as a plain `LlamaForCausalLM` (untied head).")
+        about = ((described + "the output head is a trainable, untied projection.") if fixed else
+                 f"The control: a decoder with {table}, as a plain `LlamaForCausalLM` (untied head).")
     else:
         tags, title = f"[fixedcode-study, {name}, {head_name}]", f"`{name}` input, `{head_name}` head"
-        about = (("A decoder whose input is a **fixed code of the token ID** (no trainable input table, no projection), "
-                  "computed on the fly by `modeling_fixedcode.py` from `config.json`'s `input_code`; ") if fixed else
-                 "A decoder with a **learned input table**" + (", as a plain `LlamaForCausalLM`; " if head == "tied"
-                                                               else "; ")) + _head_sentence(
+        about = (described if fixed else
+                 f"A decoder with {table}" + (", as a plain `LlamaForCausalLM`; " if head == "tied"
+                                              else "; ")) + _head_sentence(
             head, code, ((getattr(hf_config, "output_head", None) or {}).get("code") or {}).get("kind") == "table")
+    if fixed:
+        about += _split_sentence(split)
     lines = ["---", "library_name: transformers", "pipeline_tag: text-generation", f"license: {LICENSE}",
              f"tags: {tags}", *_model_index(title, (record or {}).get("eval") or {}), "---", "",
              f"# fixedcode-study: {title}, seed {ckpt.config.get('seed')}", "", about,
              "", "Written by `fixedcode export` from the workbench checkpoint "
-             f"`{ckpt.path}`.", "", *_load_snippet(fixed, ckpt.model.config.max_seq_len, head in TABLE_FREE_HEADS), ""]
+             f"`{ckpt.path}`.", "", *_load_snippet(fixed, ckpt.model.config.max_seq_len, head in TABLE_FREE_HEADS, kind), ""]
     model = ckpt.config.get("model") or {}
     lines += ["## Architecture", "", *_table(("setting", "value"), [
         (k, model.get(k)) for k in ("name", "vocab_size", "n_layer", "d_model", "n_head", "n_kv_head", "d_ff",
@@ -144,12 +228,14 @@ def model_card(ckpt: Checkpoint, record: dict[str, Any] | None, job: JobDir | No
             (k, out_props[k]) for k in OUTPUT_PROPS_SHOWN if out_props.get(k) not in (None, [])]), ""]
     if record is None:
         lines += ["## Training record", "", f"The job's {RESULTS_FILE} was not found beside this checkpoint, so "
-                  "the card carries no parameter accounting or metrics.", ""]
+                  "the card carries no parameter accounting or metrics from it (a count above is the checkpoint's "
+                  "own).", ""]
         return "\n".join(lines)
-    params = record.get("params") or {}
     lines += ["## Parameters", "", *_table(("group", "parameters"), [(k, v) for k, v in params.items()]), "",
               f"`trainable` counts what the optimizer updates; `input_trainable` is {_fmt(params.get('input_trainable'))} "
-              "for a fixed code.", ""]
+              + ("for a fixed code." if kind not in TRAINED_INPUTS else
+                 "for this input" + (f" ({_fmt(split[SPLIT_KEYS[0]])} token-specific + {_fmt(split[SPLIT_KEYS[1]])} "
+                                     "shared)." if all(k in split for k in SPLIT_KEYS) else ".")), ""]
     data = record.get("data") or {}
     lines += ["## Data and training", "", *_table(("fact", "value"), [
         ("corpus", data.get("name")), ("data cache key", data.get("cache_key")),

@@ -7,11 +7,22 @@ The folder holds model.safetensors, config.json, generation_config.json, the tok
 card.py). The two kinds:
 - learned input (a V x d table) with the untied or the tied head: a plain `LlamaForCausalLM`
   (tied: `tie_word_embeddings=True`, the table under both names), loadable without remote code;
-- every other model (a fixed-code input, or a table-free head: fixed, bitchain):
-  `FixedCodeLlamaForCausalLM` from modeling_fixedcode.py, copied into the folder and named in
-  config.json's `auto_map` (with its base model for AutoModel), so `trust_remote_code=True` loads it
-  offline. Its weights hold no (V, d) input tensor; the input code is described in config.json
-  (`input_code`), the head in `output_head` (its code described the same way, `head_code_spec`).
+- every other model (a fixed-code input, a code with a trained map, a low-rank table, or a
+  table-free head: fixed, bitchain): `FixedCodeLlamaForCausalLM` from modeling_fixedcode.py, copied
+  into the folder and named in config.json's `auto_map` (with its base model for AutoModel), so
+  `trust_remote_code=True` loads it offline. Its weights hold no (V, d) input tensor; the input code
+  is described in config.json (`input_code`), the head in `output_head` (its code described the
+  same way, `head_code_spec`). Which input becomes which description (`input_code_spec`):
+    binary, binary16, gf2, wide gf2 (permuted or not)     kind "bits"
+    gaussian, wide random extra bits, spelling            kind "table": the (V, K) scaled code values
+    learned_lowdim                                        kind "table": the trained V x K table (a buffer)
+    code_map (`map: linear | mlp`)                        the fixed code it reads, described as above,
+                                                          plus `map`: its trained weights under
+                                                          `model.embed_tokens.map.` (proj, fc_in)
+    learned_lowrank                                       kind "table" holding the trained V x r table
+                                                          (`trainable`: an nn.Parameter in the
+                                                          folder's model) plus `map: linear` (proj)
+  A code with a map is fed to the map untiled (K coordinates), as the workbench does.
   config.json says `model_type: llama`, so AutoTokenizer loads the tokenizer with no remote code and
   no prompt (modeling_fixedcode.py's docstring: why, and the guard that keeps a plain Llama from
   loading the weights).
@@ -20,7 +31,8 @@ is not told that both were set, and the defaults are transformers' own for any L
 Checked, not assumed: before the folder is renamed into place, it is loaded back through
 transformers' Auto classes and its logits must equal the workbench model's (`verify`), and every
 constant the modeling file computes (the input code, a fixed head's C, the bit chain's signs and
-free steps) must equal the workbench model's bit for bit.
+free steps) must equal the workbench model's bit for bit; so must the input vector of every ID
+(with a map: the map's output, the same fp32 operations on the same weights).
 """
 
 from __future__ import annotations
@@ -35,7 +47,8 @@ import torch
 
 from ..data.tokenizer import end_of_text_id
 from ..errors import ConfigError
-from ..inputs import FixedBinaryCode, FixedCode, GF2Code, LearnedEmbedding, LearnedLowDim, WideCode
+from ..inputs import (CodeMap, FixedBinaryCode, FixedCode, GF2Code, LearnedEmbedding, LearnedLowDim, LearnedLowRank,
+                      WideCode)
 from ..model import Decoder, require_gated_mlp
 from ..heads import BitChainHead, FixedCodeHead, TiedHead, UntiedHead, is_default_output
 from ..record.atomic import atomic_dir, plain_modes
@@ -69,9 +82,21 @@ def input_code_spec(inp: Any) -> tuple[dict[str, Any] | None, dict[str, torch.Te
     """(config.input_code, extra weights) of an input interface; (None, {}) for a learned table.
 
     Everything the modeling file needs to compute exactly what `inp.forward` computes
-    (modeling_fixedcode.py's docstring defines the two kinds)."""
+    (modeling_fixedcode.py's docstring defines the two kinds and the optional `map`). The extra
+    weights are named relative to `model.embed_tokens.`: a map's under `map.` (`map.proj.weight`,
+    and for an mlp `map.fc_in.weight`, `map.fc_in.bias`), trained parameters of the folder's model."""
     if isinstance(inp, LearnedEmbedding):
         return None, {}
+    if isinstance(inp, CodeMap):  # the fixed code as it would be exported alone, then the map on its K values
+        spec, tensors = input_code_spec(inp.code)
+        if spec.get("map"):
+            raise ConfigError("checkpoint", "a code_map reads another mapped input", "map a fixed code")
+        spec.update(code_source=spec.get("source"), source=inp.kind, map=_map_spec(inp))
+        return spec, {**tensors, **_map_weights(inp)}
+    if isinstance(inp, LearnedLowRank):  # the trained V x r table is the code, its r x d map the linear map
+        return ({"kind": "table", "code_width": int(inp.rank), "scale": 1.0, "source": inp.kind,
+                 "trainable": bool(inp.trainable), "map": {"kind": "linear"}},
+                {"code_values": inp.table.weight.detach().float().cpu().contiguous(), **_map_weights(inp)})
     width = int(inp.code_width)
     if isinstance(inp, LearnedLowDim):  # a trained V x K table, tiled: the table itself is the code
         return ({"kind": "table", "code_width": width, "scale": 1.0, "source": inp.kind},
@@ -99,6 +124,20 @@ def input_code_spec(inp: Any) -> tuple[dict[str, Any] | None, dict[str, torch.Te
     return spec, buffers
 
 
+def _map_spec(inp: CodeMap) -> dict[str, Any]:
+    """config.input_code.map of a code_map: {"kind": "linear"} or {"kind": "mlp", "hidden", "activation"}."""
+    if inp.map_kind == "linear":
+        return {"kind": "linear"}
+    return {"kind": "mlp", "hidden": int(inp.hidden), "activation": inp.activation}
+
+
+def _map_weights(inp: CodeMap | LearnedLowRank) -> dict[str, torch.Tensor]:
+    """The map's trained weights, fp32, under the names FixedCodeInput's `map` gives them."""
+    layers = ("fc_in", "proj") if getattr(inp, "map_kind", "linear") == "mlp" else ("proj",)
+    return {f"map.{layer}.{name}": p.detach().float().cpu().contiguous()
+            for layer in layers for name, p in getattr(inp, layer).named_parameters()}
+
+
 def head_code_spec(head: Any) -> tuple[dict[str, Any] | None, dict[str, torch.Tensor]]:
     """(config.output_head, extra lm_head.* weights) of an output head; (None, {}) for untied and tied
     (LlamaForCausalLM's own lm_head). The head's code is described as an input code is
@@ -117,7 +156,7 @@ def head_code_spec(head: Any) -> tuple[dict[str, Any] | None, dict[str, torch.Te
         raise ConfigError("checkpoint", f"output head type {head.kind!r} has no export",
                           "export a model with an untied, tied, fixed or bitchain head")
     spec, buffers = input_code_spec(head._code)  # the head's code object (outputs/: not a submodule)
-    if spec is None or spec.get("kind") not in ("bits", "table"):
+    if spec is None or spec.get("kind") not in ("bits", "table") or spec.get("map") or spec.get("trainable"):
         raise ConfigError("checkpoint", f"the {head.kind} head's code {head.code_label!r} has no export",
                           "export a head over a fixed binary or Gaussian code")
     if isinstance(head, FixedCodeHead):

@@ -4,7 +4,13 @@ Used where a tool needs our own modules rather than transformers' (the probes re
 through hooks on Decoder's blocks). Two kinds of folders load:
 - a folder our export wrote (config.json `fixedcode_export` holds the workbench model and input
   configs, and the output head's for any head but the untied default): rebuilt with build_model
-  exactly as trained, fixed code and head included;
+  exactly as trained, fixed code and head included. The input the configs rebuild must be the one
+  config.json's `input_code` describes (its type, code, map and table: every field of the
+  description equals what export.input_code_spec writes for the rebuilt input), and its weights map
+  back by the export's names: a map's `model.embed_tokens.map.<x>` -> `input.<x>` (code_map,
+  learned_lowrank), a stored table `model.embed_tokens.code_values` -> `input.table.weight`
+  (learned_lowdim, learned_lowrank) or, for a fixed table code, compared with the code the input
+  config recomputes (a code_map's: its `input.code`), never loaded over it;
 - any plain LlamaForCausalLM (e.g. SmolLM2): a learned-input Decoder with its table, q/k/v and
   gate/up fused the workbench way; a tied head becomes an untied copy (the same function).
 Anything the Decoder cannot compute exactly (biases, rope scaling, another activation) is refused
@@ -25,6 +31,7 @@ from ..build import build_model
 from ..errors import ConfigError
 from ..model import Decoder
 from ..heads import FixedCodeHead, TiedHead, UntiedHead
+from ..inputs import CodeMap
 from ..record.checkpoint import EXPORT_META, TOKENIZER_FILE, Checkpoint
 
 
@@ -38,6 +45,10 @@ def workbench_configs(hf_config: dict[str, Any]) -> tuple[dict[str, Any], dict[s
     meta = hf_config.get(EXPORT_META) or {}
     if meta.get("model_config") and meta.get("input_config"):
         return dict(meta["model_config"]), dict(meta["input_config"])
+    if hf_config.get("input_code") or hf_config.get("output_head"):  # ours, without the configs to rebuild it
+        raise ConfigError("hf", "the folder describes a fixed-code input or head (`input_code`/`output_head`) but "
+                          f"config.json's `{EXPORT_META}` holds no workbench model and input configs",
+                          "re-export the checkpoint with this version of the workbench")
     if hf_config.get("model_type") != "llama":
         raise ConfigError("hf", f"model_type {hf_config.get('model_type')!r} is not llama",
                           "use a Llama-architecture model (LlamaForCausalLM)")
@@ -86,20 +97,67 @@ def _head_state(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, 
     return state
 
 
-def _state_from_hf(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, torch.Tensor]:
-    """HF parameter names -> ours; q/k/v and gate/up concatenated into the fused projections."""
-    state = {"norm.weight": hf_state["model.norm.weight"], **_head_state(hf_state, model)}
-    if "model.embed_tokens.weight" in hf_state and "input.table.weight" in model.state_dict():
+def check_input_description(hf_config: dict[str, Any], model: Decoder) -> None:
+    """config.json's `input_code` (absent: a learned table) describes the input the workbench configs
+    rebuilt: every field it holds equals the rebuilt input's own description (export.input_code_spec:
+    type, code width, value set, scale, bit matrix, map kind, hidden width, activation, trainable
+    table), so a folder whose configs and weights disagree is refused by name, not loaded into
+    another input. Fields a description lacks (an older export) are not asked for."""
+    # imported here: export imports this module (through source.py)
+    from .export import input_code_spec
+
+    theirs = hf_config.get("input_code")
+    ours, _ = input_code_spec(model.input)
+    if (theirs is None) != (ours is None):
+        raise ConfigError("hf", f"config.json's input_code ({'absent' if theirs is None else theirs.get('source')}) "
+                          f"does not describe the {model.input.kind} input its input config rebuilds",
+                          "re-export the checkpoint with this version of the workbench")
+    differ = sorted(k for k in (theirs or {}) if _plain(theirs[k]) != _plain(ours.get(k)))
+    if differ:
+        raise ConfigError("hf", f"config.json's input_code differs from the {model.input.kind} input its input "
+                          f"config rebuilds in {', '.join(differ)}",
+                          "re-export the checkpoint with this version of the workbench")
+
+
+def _plain(value: Any) -> Any:
+    """A description value as JSON gives it back (tuples as lists)."""
+    return json.loads(json.dumps(value))
+
+
+def _code_module(model: Decoder) -> Any:
+    """The fixed code an exported code table holds: a code_map's own code (`input.code`), else the input."""
+    return model.input.code if isinstance(model.input, CodeMap) else model.input
+
+
+def _input_state(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, torch.Tensor]:
+    """The input's parameters (and the buffers a fixed code cannot recompute), by the export's names
+    (export.input_code_spec): the table, a permutation, a map; a fixed code table is checked instead."""
+    ours = model.state_dict()
+    code_prefix = "input.code." if isinstance(model.input, CodeMap) else "input."
+    state: dict[str, torch.Tensor] = {}
+    if "model.embed_tokens.weight" in hf_state and "input.table.weight" in ours:
         state["input.table.weight"] = hf_state["model.embed_tokens.weight"]
     if "model.embed_tokens.id_permutation" in hf_state:  # an exported permuted binary code
-        state["input.id_permutation"] = hf_state["model.embed_tokens.id_permutation"]
+        state[code_prefix + "id_permutation"] = hf_state["model.embed_tokens.id_permutation"]
+    for key, value in hf_state.items():  # a trained map (code_map, learned_lowrank): map.<layer>.<tensor>
+        if key.startswith("model.embed_tokens.map."):
+            state["input." + key.removeprefix("model.embed_tokens.map.")] = value
     if "model.embed_tokens.code_values" in hf_state:  # an exported table code (export.input_code_spec)
         values = hf_state["model.embed_tokens.code_values"]
-        if "input.table.weight" in model.state_dict():  # learned_lowdim: the trained V x K table itself
+        if "input.table.weight" in ours:  # learned_lowdim, learned_lowrank: the trained table itself
             state["input.table.weight"] = values
-        elif not torch.equal(model.input.scaled_code(model.input.all_ids()).float(), values):
-            raise ConfigError("hf", "the folder's code table differs from the one its input config rebuilds",
-                              "re-export the checkpoint with this version of the workbench")
+        else:  # a fixed table code (gaussian, random extra bits, spelling; a code_map's code)
+            code = _code_module(model)
+            if not torch.equal(code.scaled_code(code.all_ids()).float(), values):
+                raise ConfigError("hf", "the folder's code table differs from the one its input config rebuilds",
+                                  "re-export the checkpoint with this version of the workbench")
+    return state
+
+
+def _state_from_hf(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, torch.Tensor]:
+    """HF parameter names -> ours; q/k/v and gate/up concatenated into the fused projections."""
+    state = {"norm.weight": hf_state["model.norm.weight"], **_head_state(hf_state, model),
+             **_input_state(hf_state, model)}
     for i in range(model.config.n_layer):
         p = f"model.layers.{i}."
         state.update({
@@ -134,6 +192,7 @@ def decoder_from_hf(folder: str | Path) -> tuple[Decoder, dict[str, Any], dict[s
     hf_config = json.loads((folder / CONFIG_NAME).read_text())
     model_cfg, input_cfg = workbench_configs(hf_config)
     model = build_model(model_cfg, input_cfg, output_cfg=workbench_output_config(hf_config))
+    check_input_description(hf_config, model)
     state = _state_from_hf(_read_weights(folder), model)
     missing, unexpected = model.load_state_dict(state, strict=False)
     # Buffers are rebuilt from the configs (rope tables; a fixed code's matrices and tables from their

@@ -1,7 +1,8 @@
 """A Llama decoder whose input or output head is a fixed code of the token ID: no V x d table there.
 
 This file is copied into every model folder that `fixedcode export` writes with a
-fixed-code input or a table-free head, and `auto_map` in its config.json points Hugging Face's Auto
+fixed-code input (alone, or followed by a trained map shared by every token; or a trained low-rank
+V x r table and its map) or a table-free head, and `auto_map` in its config.json points Hugging Face's Auto
 classes here, so
 
     AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)   # FixedCodeLlamaForCausalLM
@@ -11,7 +12,8 @@ load the model offline with nothing but torch and transformers (it imports no fi
 code). The body is exactly LlamaForCausalLM's. Two parts can differ, each described in config.json:
 
 Input (`config.input_code`; absent: LlamaModel's own learned nn.Embedding table). `model.embed_tokens`
-is `FixedCodeInput`, which computes the code the workbench trained with (fixedcode_study/inputs/):
+is `FixedCodeInput`, which computes the code the workbench trained with (fixedcode_study/inputs/),
+then tiles it or feeds it to the input's trained map (`map`, below):
 
   kind "bits"   bits of the token ID, optionally recoded over GF(2) and shifted:
                   c = ((pi(id) >> i) & 1) for i < id_bits        (id_bits canonical bits, LSB first)
@@ -24,11 +26,30 @@ is `FixedCodeInput`, which computes the code the workbench trained with (fixedco
                 binary16 is M = none; gf2 is M = A (and b for the affine map); a wide GF(2) code is
                 M = [I; A_0; A_1; ...] over the minimal canonical bits.
   kind "table"  a V x K table of code values held in the weights as `<module>.code_values`
-                (Gaussian codes, random extra bits, a learned low-dimensional table): K is small, so
-                this is still no V x d input tensor.
-Either way the K-vector v is repeated to hidden_size and the last copy truncated (tiling), in fp32,
-then cast to the model's dtype, as the workbench does. An ID outside [0, vocab_size) is an
-IndexError, as it is for nn.Embedding (a bit code would otherwise encode it silently).
+                (Gaussian codes, random extra bits, the spelling code, a learned low-dimensional
+                table, a learned low-rank table): K is small, so this is still no V x d input tensor.
+                A buffer (never trained) unless `trainable` is true: then an nn.Parameter (the
+                learned_lowrank table, which goes on training here as it did in the workbench).
+                `scale` 1: the table holds the values as they are fed.
+Without `map`, the K-vector v is repeated to hidden_size and the last copy truncated (tiling), in
+fp32, then cast to the model's dtype, as the workbench does.
+
+  map           optional (`input_code.map`): a trainable map shared by every token, applied to the
+                *untiled* fp32 K-vector v (no tiling when a map is present), its weights trained
+                nn.Parameters under `<module>.map.` (code_map and learned_lowrank,
+                fixedcode_study/inputs/mapped.py):
+                  {"kind": "linear"}                                  x = W v
+                      W = `map.proj.weight` (hidden_size, K), no bias
+                  {"kind": "mlp", "hidden": h, "activation": a}       x = W act(U v + c)
+                      U = `map.fc_in.weight` (h, K), c = `map.fc_in.bias` (h,),
+                      W = `map.proj.weight` (hidden_size, h), no bias;
+                      act = torch.nn.functional.<a>, a in gelu (exact erf form), silu, relu
+                v is cast to the map weights' dtype before each layer (the workbench's order: the code
+                in fp32, the layers in the weights' dtype). A code_map's code is described as that
+                fixed code alone would be (`code_source` names its type; `source` is "code_map").
+                learned_lowrank is kind "table" (its V x r table, `trainable` true) with map "linear".
+An ID outside [0, vocab_size) is an IndexError, as it is for nn.Embedding (a bit code would
+otherwise encode it silently).
 
 Output head (`config.output_head`; absent: LlamaForCausalLM's untied nn.Linear `lm_head`). Its
 `code` is described exactly like an input code (the same two kinds, here under `lm_head.`):
@@ -70,6 +91,8 @@ from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, LlamaPreTrainedModel
 
 INPUT_CODE_KINDS = ("bits", "table")
+INPUT_MAP_KINDS = ("linear", "mlp")
+MAP_ACTIVATIONS = {"gelu": F.gelu, "silu": F.silu, "relu": F.relu}  # gelu: approximate='none', as the workbench's
 OUTPUT_HEAD_KINDS = ("fixed", "bitchain")
 NO_TABLE_PLACEHOLDER = "embed_tokens.weight"  # a (vocab_size, 0) tensor in the weights file (module docstring)
 NO_HEAD_PLACEHOLDER = "lm_head.weight"  # the same for a table-free head
@@ -111,7 +134,8 @@ def _bit_rows(value: Any) -> Any:
 class CodeFromSpec(nn.Module):
     """token IDs (...) -> their fixed code values (..., code_width) in fp32, from a code description
     (module docstring: kinds "bits" and "table"). The input and the table-free heads share it, so a
-    head's code is computed by the very lines that compute an input code. No trainable parameter."""
+    head's code is computed by the very lines that compute an input code. No trainable parameter,
+    except a "table" code with `trainable` true (an input's learned low-rank table)."""
 
     def __init__(self, spec: dict[str, Any], vocab_size: int, field: str):
         super().__init__()
@@ -119,6 +143,11 @@ class CodeFromSpec(nn.Module):
         self.kind = spec.get("kind")
         if self.kind not in INPUT_CODE_KINDS:
             raise ValueError(f"config.{field}.kind={self.kind!r}: expected one of {INPUT_CODE_KINDS}")
+        self.trainable = bool(spec.get("trainable", False))
+        if field != "input_code" and (spec.get("map") or self.trainable):
+            raise ValueError(f"config.{field}: a head's code is fixed (no `map`, no `trainable` table)")
+        if self.trainable and self.kind != "table":
+            raise ValueError(f"config.{field}.trainable: only a \"table\" code has values to train")
         self.vocab_size = int(vocab_size)
         self.code_width = int(spec["code_width"])
         self.values = spec.get("values", "01")
@@ -134,7 +163,9 @@ class CodeFromSpec(nn.Module):
         self.register_buffer("placement", torch.empty(0), persistent=False)
         if spec.get("permuted"):
             self.register_buffer("id_permutation", torch.zeros(self.vocab_size, dtype=torch.int64))
-        if self.kind == "table":
+        if self.kind == "table" and self.trainable:
+            self.code_values = nn.Parameter(torch.zeros(self.vocab_size, self.code_width))
+        elif self.kind == "table":
             self.register_buffer("code_values", torch.zeros(self.vocab_size, self.code_width))
 
     def _device_constants(self, device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -179,15 +210,52 @@ class CodeFromSpec(nn.Module):
         return self.code(torch.arange(self.vocab_size, device=self.placement.device))
 
 
+class InputMap(nn.Module):
+    """config.input_code.map (module docstring): the trainable map shared by every token, (..., K)
+    fp32 code values -> (..., hidden_size) in the map weights' dtype. `proj` (no bias), and for "mlp"
+    `fc_in` (biased) before it: nn.Linear layers, so their weights load as trainable parameters."""
+
+    def __init__(self, spec: dict[str, Any], code_width: int, hidden_size: int):
+        super().__init__()
+        self.kind = spec.get("kind")
+        if self.kind not in INPUT_MAP_KINDS:
+            raise ValueError(f"config.input_code.map.kind={self.kind!r}: expected one of {INPUT_MAP_KINDS}")
+        if self.kind == "mlp":
+            self.activation = spec.get("activation", "gelu")
+            if self.activation not in MAP_ACTIVATIONS:
+                raise ValueError(f"config.input_code.map.activation={self.activation!r}: expected one of "
+                                 f"{tuple(MAP_ACTIVATIONS)}")
+            hidden = int(spec["hidden"])
+            self.fc_in = nn.Linear(code_width, hidden, bias=True)
+            self.proj = nn.Linear(hidden, hidden_size, bias=False)
+        else:
+            self.activation = None
+            self.proj = nn.Linear(code_width, hidden_size, bias=False)
+
+    def forward(self, code: torch.Tensor) -> torch.Tensor:
+        if self.kind == "mlp":  # the workbench's order: cast to the layer's dtype, then the layer
+            code = MAP_ACTIVATIONS[self.activation](self.fc_in(code.to(self.fc_in.weight.dtype)))  # (..., h)
+        return self.proj(code.to(self.proj.weight.dtype))  # (..., hidden_size)
+
+
 class FixedCodeInput(CodeFromSpec):
-    """token IDs (B, T) -> tiled fixed code (B, T, hidden_size) in the model's dtype. No trainable parameter."""
+    """token IDs (B, T) -> input vectors (B, T, hidden_size) in the model's dtype: the fixed code tiled,
+    or, with `map`, the untiled code through the trainable map (module docstring). No trainable
+    parameter without a map (or a `trainable` table)."""
 
     def __init__(self, config: FixedCodeLlamaConfig):
-        super().__init__(_part(config, "input_code"), config.vocab_size, "input_code")
+        spec = _part(config, "input_code")
+        super().__init__(spec, config.vocab_size, "input_code")
         self.hidden_size = int(config.hidden_size)
+        if spec.get("map"):
+            self.map = InputMap(dict(spec["map"]), self.code_width, self.hidden_size)
+        else:
+            self.map = None
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         code = self.code(input_ids)  # (B, T, K), fp32
+        if self.map is not None:  # the untiled K-vector through the map, in the weights' dtype
+            return self.map(code).to(self.placement.dtype)
         reps = math.ceil(self.hidden_size / self.code_width)
         tiled = code.repeat(*([1] * (code.dim() - 1)), reps)[..., : self.hidden_size]  # (B, T, hidden)
         # tiled in fp32, then cast to the weights' dtype (bf16 loads), as the workbench does
@@ -197,8 +265,9 @@ class FixedCodeInput(CodeFromSpec):
     def weight(self) -> torch.Tensor:
         """The (vocab_size, hidden_size) matrix of input vectors, row i = what the model feeds for ID i.
 
-        For tools that read `get_input_embeddings().weight`. It is fixed: computed anew on each access
-        from the code (no stored V x d tensor, requires_grad False), so changing it changes nothing."""
+        For tools that read `get_input_embeddings().weight`. It is computed anew on each access from the
+        code (and the map's current weights, when there is a map): no stored V x d tensor, requires_grad
+        False, so changing it changes nothing (train the map's parameters, `map.*`, instead)."""
         with torch.no_grad():
             return self(torch.arange(self.vocab_size, device=self.placement.device))
 
