@@ -9,8 +9,8 @@ by the analysis and nothing else:
   output side, and for a ladder its compute, size and budget slopes on cell means;
 - docs/reports/README.md, one block per committed report (`main`, `controls`, ...): its Findings
   and every stated reading; docs/probes.md, `probes`: the main report's probe contrasts;
-- each report.md, `findings`, `readings` and `scaling-readings`: the report writes them, from the
-  same functions as here, and `expected_report_blocks` rewrites them from the report's own CSVs;
+- each report.md, `findings`, `readings`, `scaling-readings` and `continuum`: the report writes them, from
+  the same functions as here, and `expected_report_blocks` rewrites them from the report's own CSVs;
   `table:NAME` blocks hold an inline table, which must equal its tables/NAME.md.
 
 Only the committed tables are read (tables/comparisons.csv, tables/readings.csv,
@@ -41,6 +41,8 @@ from .errors import AnalysisError
 from .sections.base import BEGIN, END, wrap
 from .sections.readings import HERE, LADDER_KINDS
 from .stats.equivalence import PRIMARY
+from .tables.continuum import NAME as CONTINUUM_TABLE
+from .tables.continuum_reading import continuum_reading
 from .tables.findings import VERDICT_ORDER, findings_lines
 from .tables.readings import LADDER, PROBE, SIDES, STATED, TREND, read_readings, reading_lines
 from .tables.scaling import law_readings
@@ -111,6 +113,9 @@ def expected_report_blocks(report: Path) -> dict[str, list[str]]:
     if "scaling-readings" in present:
         predictions = pd.read_csv(report / "tables" / "scaling_predictions.csv").fillna({"convention": ""})
         out["scaling-readings"] = reading_lines(frame, LADDER_KINDS) + law_readings(predictions)
+    if "continuum" in present:   # sections/continuum.py READING: the comparison rows and the arms' parameters
+        arms = report / "tables" / f"{CONTINUUM_TABLE}.csv"
+        out["continuum"] = continuum_reading(comparisons(report), pd.read_csv(arms) if arms.is_file() else None)
     for key in present:
         if key.startswith("table:"):
             md = report / "tables" / f"{key.removeprefix('table:')}.md"

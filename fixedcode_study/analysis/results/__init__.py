@@ -12,6 +12,8 @@ job's results.json and metrics.csv, read/runs.py) and everything estimated from 
 - the loss breakdown (stats/breakdown.py): bucket comparisons on a common partition, one BH
   procedure over every tested bucket, and the per-arm own-code profiles;
 - the gap over training tokens and per model size (results/curves.py);
+- an input continuum's rows: each arm's gap to the baseline (its comparison row) beside its token-specific
+  and shared trainable input parameters (results/continuum.py);
 - a compute ladder's fits and predictions (results/scaling.py);
 - the fresh probes and samples of the included jobs (read/probes.py, read/samples.py);
 - the tested readings (results/readings.py): bucket trends and ends, size contrasts, the ladder's
@@ -40,6 +42,7 @@ from ..stats.equivalence import DEFAULT_LOSS_MARGIN, PRIMARY, Margins
 from ..stats.grouping import COMPARED_FINAL, comparison_points, context_columns, context_mask, table_points
 from ..stats.variance import variance_rows
 from ..tables.summary import metric_decimals
+from .continuum import continuum_rows
 from .curves import gap_curves, size_gaps
 from .readings import compute_readings
 from .scaling import Scaling, build as build_scaling
@@ -94,6 +97,7 @@ class Results:
     profiles: pd.DataFrame = field(default_factory=pd.DataFrame)
     curve_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
     size_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    continuum: pd.DataFrame = field(default_factory=pd.DataFrame)  # results/continuum.py
     scaling: Scaling | None = None
     probes: ProbeData | None = None
     samples: list = field(default_factory=list)
@@ -148,6 +152,8 @@ def compute(study, options: ReportOptions | None = None, probe_study=None) -> Re
     results.profiles = profiles(compared)
     results.curve_gaps = gap_curves(compared, options.baseline)
     results.size_gaps = size_gaps(compared, results.comparisons, options.baseline)
+    results.continuum, notes = continuum_rows(compared, results.comparisons, options.baseline, results.finals[0])
+    results.notes += notes
     results.scaling = build_scaling(study, options.baseline)
     results.probes = load_probes(probe_study)
     results.notes += results.probes.notes

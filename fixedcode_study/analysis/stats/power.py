@@ -72,6 +72,11 @@ class SeedsNeeded:
         return math.isfinite(self.n)
 
 
+# A power's lower tail this small cannot move the seed search, which compares power with 0.8 (POWER):
+# 1e-6 is far under any difference it can see, and still holds the NaN tails met at 32 seed pairs.
+NEGLIGIBLE_TAIL = 1e-6
+
+
 def difference_power(delta: float, sd: float, n: int, alpha: float) -> float:
     """Power of the two-sided paired t test of delta = 0 with n pairs (statsmodels' ttest_power)."""
     dof = n - 1
@@ -80,10 +85,9 @@ def difference_power(delta: float, sd: float, n: int, alpha: float) -> float:
     upper = float(sps.nct.sf(crit, dof, nc))
     lower = float(sps.nct.cdf(-crit, dof, nc))
     # scipy's nct.cdf returns NaN where the far tail underflows (e.g. dof 4, nc 9.9; and sporadically
-    # at moderate nc: dof 15, nc 6.7, alpha 0.001); T < 0 needs Z < -nc, so that tail is below
-    # Phi(-nc) and counts as 0 once Phi(-nc) is negligible: below 1e-9, a million times under any
-    # power difference the seed search can see (it compares with 0.8)
-    if math.isnan(lower) and sps.norm.cdf(-nc) < 1e-9:
+    # at moderate nc: dof 15, nc 6.7, alpha 0.001; dof 31, nc 5.8, alpha 0.0015); T < 0 needs Z < -nc,
+    # so that tail is below Phi(-nc) and counts as 0 once Phi(-nc) is negligible (NEGLIGIBLE_TAIL)
+    if math.isnan(lower) and sps.norm.cdf(-nc) < NEGLIGIBLE_TAIL:
         lower = 0.0
     power = upper + lower
     if not math.isfinite(power):
