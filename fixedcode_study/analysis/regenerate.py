@@ -94,6 +94,8 @@ COMMITTED = (
     Committed("compute_ladder", ran="an AMD EPYC box, fp32 compiled (train.compile=true), two one-thread jobs side "
               "by side"),
     Committed("model_size"),
+    Committed("input_continuum", ran="a 2-core AMD EPYC box, the default precision (bf16-mixed autocast on this "
+              "CPU), two one-thread jobs side by side; the ladder_d64 grid compiled (train.compile=true)"),
 )
 BY_NAME = {c.study: c for c in COMMITTED}
 # README.md shows two of the main report's figures: copies, refreshed with the report
