@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from fixedcode_study.accounting import optimizer_group, optimizer_groups, parameter_groups
 from fixedcode_study.build import build_model
-from fixedcode_study.config import available, compose
+from fixedcode_study.config import available, compose, resolve_input_references
+from helpers.vocabulary import with_vocabulary
 from helpers.layout import (CHECKOUT_ALIAS, Source, compose_calls, find_cycle, import_graph, long_commands,
                             omegaconf_imports, read_modules, upward_imports)
 
@@ -291,8 +293,10 @@ def test_accounting_facts_have_one_definition(function):
 @pytest.mark.parametrize("input_name", available("input"))
 def test_parameter_and_optimizer_groups_cover_every_parameter_once(input_name):
     cfg = compose(["model=test_micro", f"input={input_name}"])
+    input_cfg = with_vocabulary(resolve_input_references(OmegaConf.to_container(cfg.input, resolve=True)),
+                                cfg.model.vocab_size)  # a spelling code's strings: synthetic here
     with torch.device("meta"):
-        model = build_model(cfg.model, cfg.input)
+        model = build_model(cfg.model, input_cfg)
     counts = parameter_groups(model)
     assert counts["input_total"] + counts["body"] + counts["head"] == counts["total"]
     groups = optimizer_groups(model, cfg.optim)

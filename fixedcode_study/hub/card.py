@@ -75,7 +75,7 @@ def _code_phrase(code_type: Any, width: Any) -> str:
 
 def input_sentence(inp: dict[str, Any], props: dict[str, Any], input_code: dict[str, Any] | None) -> str:
     """What a non-learned input is, from its properties (else its config) and the folder's `input_code`
-    (hub/export.py input_code_spec): which parts are fixed, which are trained, which are token-specific,
+    (hub/codes.py input_code_spec): which parts are fixed, which are trained, which are token-specific,
     and where the folder holds each. No trailing punctuation: the head's sentence follows."""
     kind = _input_fact("type", inp, props)
     width = _input_fact("code_width", inp, props)

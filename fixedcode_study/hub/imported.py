@@ -6,7 +6,7 @@ through hooks on Decoder's blocks). Two kinds of folders load:
   configs, and the output head's for any head but the untied default): rebuilt with build_model
   exactly as trained, fixed code and head included. The input the configs rebuild must be the one
   config.json's `input_code` describes (its type, code, map and table: every field of the
-  description equals what export.input_code_spec writes for the rebuilt input), and its weights map
+  description equals what codes.input_code_spec writes for the rebuilt input), and its weights map
   back by the export's names: a map's `model.embed_tokens.map.<x>` -> `input.<x>` (code_map,
   learned_lowrank), a stored table `model.embed_tokens.code_values` -> `input.table.weight`
   (learned_lowdim, learned_lowrank) or, for a fixed table code, compared with the code the input
@@ -33,6 +33,7 @@ from ..model import Decoder
 from ..heads import FixedCodeHead, TiedHead, UntiedHead
 from ..inputs import CodeMap
 from ..record.checkpoint import EXPORT_META, TOKENIZER_FILE, Checkpoint
+from .codes import input_code_spec
 
 
 def _refuse(field: str, what: str) -> ConfigError:
@@ -47,7 +48,7 @@ def workbench_configs(hf_config: dict[str, Any]) -> tuple[dict[str, Any], dict[s
         return dict(meta["model_config"]), dict(meta["input_config"])
     if hf_config.get("input_code") or hf_config.get("output_head"):  # ours, without the configs to rebuild it
         raise ConfigError("hf", "the folder describes a fixed-code input or head (`input_code`/`output_head`) but "
-                          f"config.json's `{EXPORT_META}` holds no workbench model and input configs",
+                          f"the folder's `{EXPORT_META}` holds no workbench model and input configs",
                           "re-export the checkpoint with this version of the workbench")
     if hf_config.get("model_type") != "llama":
         raise ConfigError("hf", f"model_type {hf_config.get('model_type')!r} is not llama",
@@ -90,7 +91,7 @@ def _head_state(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, 
         return {}
     state = {f"head.{name}": hf_state[f"lm_head.{name}"] for name, _ in head.named_parameters()
              if f"lm_head.{name}" in hf_state}
-    if isinstance(head, FixedCodeHead) and "lm_head.code_values" in hf_state:  # a stored C (export.head_code_spec)
+    if isinstance(head, FixedCodeHead) and "lm_head.code_values" in hf_state:  # a stored C (codes.head_code_spec)
         if not torch.equal(head.code.float(), hf_state["lm_head.code_values"]):
             raise ConfigError("hf", "the folder's output code differs from the one its output config rebuilds",
                               "re-export the checkpoint with this version of the workbench")
@@ -99,22 +100,19 @@ def _head_state(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, 
 
 def check_input_description(hf_config: dict[str, Any], model: Decoder) -> None:
     """config.json's `input_code` (absent: a learned table) describes the input the workbench configs
-    rebuilt: every field it holds equals the rebuilt input's own description (export.input_code_spec:
+    rebuilt: every field it holds equals the rebuilt input's own description (codes.input_code_spec:
     type, code width, value set, scale, bit matrix, map kind, hidden width, activation, trainable
     table), so a folder whose configs and weights disagree is refused by name, not loaded into
     another input. Fields a description lacks (an older export) are not asked for."""
-    # imported here: export imports this module (through source.py)
-    from .export import input_code_spec
-
     theirs = hf_config.get("input_code")
     ours, _ = input_code_spec(model.input)
     if (theirs is None) != (ours is None):
-        raise ConfigError("hf", f"config.json's input_code ({'absent' if theirs is None else theirs.get('source')}) "
+        raise ConfigError("hf", f"the folder's input_code ({'absent' if theirs is None else theirs.get('source')}) "
                           f"does not describe the {model.input.kind} input its input config rebuilds",
                           "re-export the checkpoint with this version of the workbench")
     differ = sorted(k for k in (theirs or {}) if _plain(theirs[k]) != _plain(ours.get(k)))
     if differ:
-        raise ConfigError("hf", f"config.json's input_code differs from the {model.input.kind} input its input "
+        raise ConfigError("hf", f"the folder's input_code differs from the {model.input.kind} input its input "
                           f"config rebuilds in {', '.join(differ)}",
                           "re-export the checkpoint with this version of the workbench")
 
@@ -131,7 +129,7 @@ def _code_module(model: Decoder) -> Any:
 
 def _input_state(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str, torch.Tensor]:
     """The input's parameters (and the buffers a fixed code cannot recompute), by the export's names
-    (export.input_code_spec): the table, a permutation, a map; a fixed code table is checked instead."""
+    (codes.input_code_spec): the table, a permutation, a map; a fixed code table is checked instead."""
     ours = model.state_dict()
     code_prefix = "input.code." if isinstance(model.input, CodeMap) else "input."
     state: dict[str, torch.Tensor] = {}
@@ -142,7 +140,7 @@ def _input_state(hf_state: dict[str, torch.Tensor], model: Decoder) -> dict[str,
     for key, value in hf_state.items():  # a trained map (code_map, learned_lowrank): map.<layer>.<tensor>
         if key.startswith("model.embed_tokens.map."):
             state["input." + key.removeprefix("model.embed_tokens.map.")] = value
-    if "model.embed_tokens.code_values" in hf_state:  # an exported table code (export.input_code_spec)
+    if "model.embed_tokens.code_values" in hf_state:  # an exported table code (codes.input_code_spec)
         values = hf_state["model.embed_tokens.code_values"]
         if "input.table.weight" in ours:  # learned_lowdim, learned_lowrank: the trained table itself
             state["input.table.weight"] = values
