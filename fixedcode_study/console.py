@@ -40,7 +40,7 @@ from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 from .errors import ConfigError, JobBusy
 
 __all__ = ["BARS_ENV", "VERBOSE_ENV", "JobProgressBar", "attempt_header", "bars_enabled", "in_job_console",
-           "is_verbose", "job_console", "routed", "say", "take_verbose_flag", "terminal", "terminal_stdout"]
+           "is_verbose", "job_console", "quiet_lightning", "routed", "say", "take_verbose_flag", "terminal", "terminal_stdout"]
 
 VERBOSE_ENV = "FIXEDCODE_VERBOSE"
 BARS_ENV = "FIXEDCODE_PROGRESS_BARS"  # "0": no bars, a start line per job instead (parallel workers)
@@ -238,6 +238,26 @@ def job_console(log_path: str | os.PathLike, verbose: bool | None = None) -> Ite
             if not line_buffered:
                 sys.stdout.reconfigure(line_buffering=False)
             _active = None
+
+
+@contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """No per-Trainer banner ("GPU available ...") or data-loader hints between a command's own lines
+    (the benches' fits, compose's validations), for code that builds Trainers outside a job's console."""
+    from lightning.fabric.utilities.warnings import PossibleUserWarning
+
+    names = ("lightning.pytorch", "lightning.fabric", "lightning")
+    levels = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():  # (resets "print once": without these, every fit repeats them)
+            warnings.simplefilter("ignore", PossibleUserWarning)
+            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")  # Lightning vs newer torch
+            yield
+    finally:
+        for n, level in levels.items():
+            logging.getLogger(n).setLevel(level)
 
 
 class JobProgressBar(ProgressBar):

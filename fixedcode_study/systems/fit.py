@@ -9,10 +9,7 @@ for the reference, the Decoder it was converted from): the FLOPs of a row come f
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import time
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +20,7 @@ import torch
 from hydra.utils import instantiate
 
 from ..build import build_decoder
+from ..console import quiet_lightning
 from ..model import Decoder, ModelConfig
 from ..spec import JobSpec
 from ..training.speed import compile_model
@@ -187,25 +185,6 @@ class StepRecorder(L.Callback):
             opt.state.clear()
 
 
-@contextlib.contextmanager
-def _quiet_lightning():
-    """No per-fit banner ("GPU available ...") or data-loader hints between the bench's own lines."""
-    from lightning.fabric.utilities.warnings import PossibleUserWarning
-
-    names = ("lightning.pytorch", "lightning.fabric", "lightning")
-    levels = {n: logging.getLogger(n).level for n in names}
-    for n in names:
-        logging.getLogger(n).setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():  # (resets "print once": without these, every fit repeats them)
-            warnings.simplefilter("ignore", PossibleUserWarning)
-            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")  # Lightning vs newer torch
-            yield
-    finally:
-        for n, level in levels.items():
-            logging.getLogger(n).setLevel(level)
-
-
 @dataclass
 class Fit:
     """One finished Trainer.fit of one model: the task (model inside), what the callback saw, and the
@@ -228,7 +207,7 @@ def fit_steps(name: str, spec: JobSpec, device: torch.device, batch: torch.Tenso
     task = make_task(model, spec, steps, B * T, compiled_loss=setting.compile)
     record = StepRecorder(device)
     loader = torch.utils.data.DataLoader(FixedBatch(batch), batch_size=None)
-    with _quiet_lightning():
+    with quiet_lightning():
         trainer = make_trainer(spec, device, steps, [record], root, precision=setting.precision)
         trainer.fit(task, train_dataloaders=loader)
     if len(record.wall) != steps:
