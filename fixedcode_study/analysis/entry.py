@@ -55,6 +55,9 @@ class AnalyzeOptions:
     the jobs ran in; see sweeps/README.md)"""
     min_bucket_tokens: float | None = None
     """loss-breakdown buckets with fewer validation tokens are shown, not tested (default: the report's)"""
+    inline_rows: int | None = None
+    """results tables (main results, comparisons, code properties, parameters, arms) longer than this are
+    linked from report.md instead of shown in it (default: the report's, 30)"""
     note: tuple[str, ...] = ()
     """a line on how and where the jobs ran (machine, precision, launcher), shown under 'What was compared';
     repeatable"""
@@ -93,6 +96,8 @@ class AnalyzeOptions:
                 raise ConfigError(name, "needs wandb_report=ENTITY/PROJECT", f"give it, or drop {name}=")
         if self.min_bucket_tokens is not None and not self.min_bucket_tokens >= 0:
             raise ConfigError("min_bucket_tokens", f"{self.min_bucket_tokens} is negative", "pass a number of tokens >= 0")
+        if self.inline_rows is not None and self.inline_rows < 0:
+            raise ConfigError("inline_rows", f"{self.inline_rows} is negative", "pass a number of rows >= 0")
         if self.ema_alpha is not None and not 0.0 < self.ema_alpha <= 1.0:
             raise ConfigError("ema_alpha", f"{self.ema_alpha} is outside (0, 1]", "pass 0 < ema_alpha <= 1")
 
@@ -134,7 +139,7 @@ def analyze(args: AnalyzeOptions, command: str) -> int:
         from .stats.equivalence import Margins
         from .report import ReportOptions, write_report
 
-        given = {name: getattr(args, name) for name in ("ema_alpha", "baseline", "min_bucket_tokens")
+        given = {name: getattr(args, name) for name in ("ema_alpha", "baseline", "min_bucket_tokens", "inline_rows")
                  if getattr(args, name) is not None}  # the rest: the report's own defaults
         options = ReportOptions(reference=args.reference, command=command, pairs=parse_pairs(args.pairs, "pairs="),
                                 margins=Margins.from_args(args.margin), primary=parse_pairs(args.primary, "primary="),

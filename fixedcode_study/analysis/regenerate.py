@@ -32,6 +32,7 @@ from .errors import AnalysisError
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout (summaries.REPO_ROOT; imported late: --help stays light)
 
 RECORD_FILES = (RESULTS_FILE, METRICS_FILE, JOB_CONFIG_FILE)
+INT_SETTINGS = ("inline_rows",)   # Committed.settings given as one number; the others are lists (pairs=, primary=)
 PROBE_FILES = (PROBES_FILE,)
 
 
@@ -60,7 +61,8 @@ class Committed:
 
     def fields(self) -> dict:
         """The report's AnalyzeOptions fields, paths relative to the checkout."""
-        fields = {"run_dirs": (str(self.study_runs),), "out": self.report, **{k: (v,) for k, v in self.settings}}
+        fields = {"run_dirs": (str(self.study_runs),), "out": self.report,
+                  **{k: int(v) if k in INT_SETTINGS else (v,) for k, v in self.settings}}
         if self.probe_only:
             fields["probe_runs"] = (str(self.runs),)
         if self.ran:
@@ -94,7 +96,7 @@ COMMITTED = (
     Committed("compute_ladder", ran="an AMD EPYC box, fp32 compiled (train.compile=true), two one-thread jobs side "
               "by side"),
     Committed("model_size"),
-    Committed("input_continuum", ran="a 2-core AMD EPYC box, the default precision (bf16-mixed autocast on this "
+    Committed("input_continuum", (("inline_rows", "12"),), ran="a 2-core AMD EPYC box, the default precision (bf16-mixed autocast on this "
               "CPU), two one-thread jobs side by side; the ladder_d64 grid compiled (train.compile=true)"),
 )
 BY_NAME = {c.study: c for c in COMMITTED}

@@ -41,6 +41,7 @@ from ..stats.core import summarize
 from ..stats.equivalence import DEFAULT_LOSS_MARGIN, PRIMARY, Margins
 from ..stats.grouping import COMPARED_FINAL, comparison_points, context_columns, context_mask, table_points
 from ..stats.variance import variance_rows
+from ..tables.render import MAX_INLINE_ROWS
 from ..tables.summary import metric_decimals
 from .continuum import continuum_rows
 from .curves import gap_curves, size_gaps
@@ -62,6 +63,7 @@ class ReportOptions:
     study: Path | None = None                    # study=FILE.yaml: the study file that declares it
     min_bucket_tokens: float = MIN_TOKENS       # min_bucket_tokens=: smaller breakdown buckets are not tested
     notes: tuple[str, ...] = ()                  # note=: how and where the jobs ran, shown under What was compared
+    inline_rows: int = MAX_INLINE_ROWS           # inline_rows=: a longer results table is linked, not shown
 
     def declared(self, study) -> Declared:
         """The primary family of a report on `study` (read/declared.py)."""

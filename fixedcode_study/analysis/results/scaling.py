@@ -77,8 +77,10 @@ def _ladder_arms(points: pd.DataFrame) -> list[str]:
 
 
 def applies(study, baseline: str) -> bool:
+    """A ladder: the baseline and another arm each at several sizes and budgets, on one corpus (a law
+    fitted across corpora would read a change of text as an effect of size or budget)."""
     points = scaling_points(study)
-    if points.empty:
+    if points.empty or points["data"].nunique(dropna=False) > 1:
         return False
     arms = _ladder_arms(points)
     base = resolve(baseline, study.included_jobs)

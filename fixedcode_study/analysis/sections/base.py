@@ -11,11 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..figures.style import FigureFile
-from ..tables.render import Table, to_markdown
+from ..tables.render import MAX_INLINE_ROWS, Table, to_markdown
 
-# Tables longer than this go to their files only (report.md links them); the first screen's table
-# is built to stay short.
-MAX_INLINE_ROWS = 30
 REF = "[[figure:{stem}]]"
 # Generated blocks (analysis/summaries.py): text the analysis writes and can rewrite from the report's own
 # tables; the lint reads everything outside them as hand-written.

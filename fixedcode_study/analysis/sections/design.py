@@ -62,7 +62,7 @@ def build(results, figures_dir: Path) -> Part:
     if not jobs.empty:
         table = arms_table(study)
         part.tables["arms"] = table
-        lines += table_block("Arms", table, level="###")
+        lines += table_block("Arms", table, level="###", limit=results.options.inline_rows)
     lines += ["## Caveats and notes", "", *([f"- {n}" for n in notes(results)] or ["- none"]), ""]
     part.lines = lines
     return part

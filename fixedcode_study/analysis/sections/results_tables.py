@@ -54,5 +54,5 @@ def build(results, figures_dir: Path) -> Part:
     lines = []
     for name, title in TITLES.items():
         if name in made:
-            lines += table_block(title, made[name])
+            lines += table_block(title, made[name], limit=results.options.inline_rows)
     return Part(lines, made)

@@ -31,6 +31,9 @@ STATED, EXPLORATORY, BESIDE = "stated", "exploratory", "beside"
 EQUIVALENT, NOT_TESTED = "equivalent", "not tested"
 NAME = "readings"
 MAX_ROWS_PER_KIND = 18   # more stated rows of one kind are written one line per comparison and breakdown
+# More condensed lines than this in one kind: the lines that read "not shown" in every context are
+# gathered into one line naming them (a row that is not shown is no finding; every row stays in the CSV).
+MAX_CONDENSED_LINES = 12
 KIND_TITLES = {TREND: "Trends over ordered buckets", END: "The first and last bucket against the others",
                SIZE: "The gap across model sizes at a fixed budget", LADDER: "The ladder's gap, read as the design allows",
                EXTRAPOLATION: "Extrapolations of the ladder's fits", PROBE: "Probe contrasts at equal input RMS",
@@ -286,7 +289,7 @@ def condensed(rows: pd.DataFrame) -> list[str]:
     several = rows["context"].fillna("").astype(str).nunique() > 1
     across = "context" if several else "comparison"
     keys = (["comparison"] if several else []) + ["breakdown", "name"]
-    lines = []
+    lines, unshown = [], []
     for key, part in rows.groupby(keys, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         breakdown, name = key[-2], key[-1]
@@ -294,13 +297,21 @@ def condensed(rows: pd.DataFrame) -> list[str]:
         phrases = PHRASES.get(kind, {})
         what = breakdown_title(breakdown) if _text(breakdown) else _text(name)
         head = f"{key[0]}, {what}" if several else what[:1].upper() + what[1:]
+        if set(part["reading"]) == {NOT_SHOWN}:
+            unshown.append((head, len(part)))
         if kind == END:
             ends = [f"the {end} tested bucket ({', '.join(dict.fromkeys(group['bucket'].astype(str)))}): "
                     + _counts(group, phrases, across) for end, group in part.groupby("end", sort=False)]
             lines.append(f"{head}: " + "; ".join(ends) + ".")
         else:
             lines.append(f"{head}: " + _counts(part, phrases, across) + ".")
-    return lines
+    if len(lines) <= MAX_CONDENSED_LINES or len(unshown) < 2:
+        return lines
+    heads = {head for head, _ in unshown}
+    kept = [line for line in lines if line.split(": ", 1)[0] not in heads]
+    count = sum(n for _, n in unshown)
+    return kept + [f"not shown in any of their {count} rows (each row in `tables/readings.csv`): "
+                   + "; ".join(head for head, _ in unshown) + "."]
 
 
 def reading_lines(frame: pd.DataFrame, kinds=None) -> list[str]:

@@ -14,6 +14,10 @@ import pandas as pd
 
 from ...record.atomic import atomic_file, write_text
 
+# Tables longer than this go to their files only (report.md links them; analyze's inline_rows= sets a
+# report's own limit); the first screen's table is built to stay short.
+MAX_INLINE_ROWS = 30
+
 
 @dataclass
 class Table:
