@@ -12,5 +12,6 @@ or by the half of the corpus they trained on), each in its own module:
 Beside them: settings.py (what `fixedcode compose` takes, import-light for its --help), pair.py
 (loading the two members and refusing a pair that does not match, in one line naming the field),
 validation.py (a model's held-out loss and bits per byte, computed by training's own final
-validation) and run.py (the measures of one pair -> the compose.json record).
+validation), run.py (the measures of one pair -> the compose.json record) and declared.py (a study
+file's `pairs:`: which pairs of its jobs `fixedcode compose study=` composes, under which settings).
 """

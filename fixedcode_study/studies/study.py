@@ -11,6 +11,8 @@ A study file holds
                A scale may also give its own `grids` (same form as the top-level key), which then
                replace the study's grids at that scale (a CPU study with a second, CPU-only context)
   cost         notes on the cost; `fixedcode sweep <study> dry_run=true` recomputes it (studies/cost.py)
+  pairs        optional: the pairs of its jobs `fixedcode compose study=<study>` composes (arms, seed
+               pairs, compose settings), checked here (composition/declared.py; studies/pairs.py runs them)
 
 Why a launcher over Hydra-native `hydra.sweeper.params` configs: Hydra's basic sweeper only takes
 one Cartesian product per launch, and most studies are unions of products (a learned reference
@@ -37,6 +39,7 @@ import yaml
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from ..composition.declared import KEY as PAIRS_KEY, DeclaredPairs, parse_pairs
 from ..config import SWEEPS_DIR, override_key
 from ..errors import ConfigError
 from ..spec import JobSpec
@@ -57,6 +60,7 @@ class Study:
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)
     cost: str = ""
     path: Path | None = None
+    pairs: DeclaredPairs | None = None   # the compositions the study declares (composition/declared.py)
 
 
 def available_studies() -> list[str]:
@@ -87,8 +91,9 @@ def load_study(name: str) -> Study:
         raise ConfigError(f"{path.name}:name", f"name {raw['name']!r} differs from the file name",
                           f"set name: {path.stem}")
     grids = [{k: v if isinstance(v, list) else [v] for k, v in grid.items()} for grid in raw["grids"]]
+    pairs = parse_pairs(raw[PAIRS_KEY], path.name) if PAIRS_KEY in raw else None
     return Study(raw["name"], raw["description"].strip(), dict(raw["jobs"]), grids,
-                 dict(raw.get("scales") or {}), str(raw.get("cost", "")).strip(), path)
+                 dict(raw.get("scales") or {}), str(raw.get("cost", "")).strip(), path, pairs)
 
 
 # -- turning a study into Hydra overrides ---------------------------------------------------------

@@ -126,6 +126,13 @@ def test_every_study_file_declares_a_readable_family_and_the_analysis_finds_swee
                  "code_width", "gf2_matrices", "scale_matching"):
         assert files[name].pairs and "?" in files[name].question, name
     assert files["main"].pairs == (("binary16", "learned"), ("gf2", "learned"), ("gf2", "binary16"))
+    # the composition study declares its comparisons on the composition measures: none on val bpb, so no
+    # other report's val bpb row is "primary in composition"
+    composition = decl.study_file("composition")
+    assert "composition" not in files and composition.pairs == ()
+    assert composition.measure_pairs == (("binary16", "learned"), ("gf2", "learned"))
+    assert composition.measures == ("ensemble_gain", "stitch_cost_identity", "stitch_cost_affine", "barrier")
+    assert composition.compose_settings["stitch_tokens"] == 131072
 
 
 @pytest.mark.parametrize("text,message", [
@@ -134,6 +141,9 @@ def test_every_study_file_declares_a_readable_family_and_the_analysis_finds_swee
     ("primary:\n  comparisons: [a - a]\n", "is not a comparison"),
     ("primary:\n  comparisons: [a - b, a - b]\n", "a comparison is listed twice"),
     ("primary:\n  comparisons: [a - b]\n  metric: val_bpb\n", "unknown key 'metric'"),
+    ("primary:\n  comparisons: [a - b]\n  measures: [barrier]\n", "need the pairs the study composes"),
+    ("pairs: {arms: [a]}\nprimary:\n  comparisons: [a - b]\n  measures: [barier]\n", "'barier' is not a composition measure"),
+    ("pairs: {arms: [a]}\nprimary:\n  comparisons: [a - b]\n  measures: barrier\n", "expected a list of composition"),
 ])
 def test_a_bad_declaration_is_one_line_naming_the_field(tmp_path, text, message):
     path = tmp_path / "mine.yaml"

@@ -146,12 +146,51 @@ def test_study_contents(planned):
     contexts = {(j.spec.model_name, j.spec.data.name, j.spec.train.tokens, j.spec.seed) for j in planned("input_continuum")}
     assert contexts == {("cpu_tiny", "shakespeare", 524288, s) for s in range(1, 6)} | {
         ("ladder_d64", "gutenberg", 2097152, s) for s in (1, 2, 3)}
+    seeds = {"input_continuum": {1, 2, 3, 4, 5}, "composition": {1, 2, 3, 4, 5, 6}}   # three pairs of seeds
     for name in studies.available_studies():
-        assert {s for _, _, s in props(name)} == ({1, 2, 3, 4, 5} if name == "input_continuum" else {1, 2, 3}), name
+        assert {s for _, _, s in props(name)} == seeds.get(name, {1, 2, 3}), name
 
 
 def compose_default_lr() -> float:
     return float(compose([]).optim.lr)
+
+
+def test_the_composition_study_declares_its_pairs_on_jobs_it_trains(planned):
+    study = studies.load_study("composition")
+    assert study.pairs.arms == ("learned", "binary16", "gf2") and study.pairs.seeds == ((1, 2), (3, 4), (5, 6))
+    assert study.pairs.settings.stitch_tokens == 131072 and study.pairs.settings.measure_names == (
+        "ensemble", "stitch", "barrier")
+    assert [p.name for p in study.pairs.pairs][:2] == ["learned,seeds=1+2", "learned,seeds=3+4"]
+    trained = {(j.spec.input_name, j.spec.seed) for j in planned("composition")}
+    assert {(p.arm, s) for p in study.pairs.pairs for s in (p.a, p.b)} == trained   # every job is in one pair
+    assert studies.load_study("main").pairs is None   # the key is optional
+
+
+GOOD_PAIRS = "pairs:\n  arms: [learned]\n  seeds: [[1, 2]]\n"
+
+
+@pytest.mark.parametrize(("block", "field", "words"), [
+    ("pairs: [learned]\n", "tiny.yaml:pairs", "is not a mapping"),
+    ("pairs:\n  arms: [learned]\n  seeds: [[1, 2]]\n  k: 1\n", "tiny.yaml:pairs.k", "is not a key of pairs"),
+    ("pairs:\n  arms: []\n  seeds: [[1, 2]]\n", "tiny.yaml:pairs.arms", "is not a list of input names"),
+    ("pairs:\n  arms: [gf2, gf2]\n  seeds: [[1, 2]]\n", "tiny.yaml:pairs.arms", "listed twice"),
+    ("pairs:\n  arms: [learned]\n  seeds: [[1, 2], [3]]\n", "tiny.yaml:pairs.seeds[1]", "is not two seeds"),
+    ("pairs:\n  arms: [learned]\n  seeds: [[1, 1]]\n", "tiny.yaml:pairs.seeds[0]", "with itself"),
+    ("pairs:\n  arms: [learned]\n  seeds: [[1, 2], [2, 3]]\n", "tiny.yaml:pairs.seeds[1]", "already in another pair"),
+    (GOOD_PAIRS + "  settings: {stitch_steps: 4}\n", "tiny.yaml:pairs.settings.stitch_steps", "not a compose setting"),
+    (GOOD_PAIRS + "  settings: {stitch_tokens: many}\n", "tiny.yaml:pairs.settings.stitch_tokens", "whole number"),
+    (GOOD_PAIRS + "  settings: {stitch_tokens: -1}\n", "tiny.yaml:pairs.settings.stitch_tokens", "below 0"),
+    (GOOD_PAIRS + "  settings: {measures: 'ensemble,sew'}\n", "tiny.yaml:pairs.settings.measures", "not a measure"),
+], ids=["not-a-mapping", "unknown-key", "no-arms", "arm-twice", "one-seed", "same-seed", "seed-twice",
+        "unknown-setting", "setting-kind", "setting-value", "measure"])
+def test_a_bad_pairs_entry_is_one_line_naming_the_field(tmp_path, block, field, words):
+    path = tmp_path / "tiny.yaml"
+    path.write_text("name: tiny\ndescription: d\njobs: {cpu: 2, paper: 2}\ngrids:\n  - {input: learned, seed: [1, 2]}\n"
+                    + block)
+    with pytest.raises(ConfigError) as err:
+        studies.load_study(str(path))
+    assert err.value.field == field and words in err.value.problem + err.value.fix, str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_extra_overrides_replace_grid_keys_or_apply_to_all():

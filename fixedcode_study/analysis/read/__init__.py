@@ -9,4 +9,5 @@ variants.py  the row label of a job (input plus the input properties that vary)
 breakdown.py the final validation loss per bucket (results.json val_breakdown) as rows
 ladder.py    model shapes and token budgets as comparison contexts (a compute ladder)
 declared.py  a study's primary comparisons (sweeps/<study>.yaml `primary`, study=, primary=)
+compose.py   compose.json records of pairs of the study's jobs (`fixedcode compose`) and their measures
 """

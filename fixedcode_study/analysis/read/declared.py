@@ -14,6 +14,16 @@ only rows worded as findings. Every other row of the report is exploratory. Name
 `pairs=` names do (stats/comparisons.py resolve: an exact variant label, else the input's plain
 variant).
 
+A study that composes pairs of its models (`pairs:`, sweeps/composition.yaml) declares its
+comparisons on the composition measures instead, with `measures:` (read/compose.py MEASURES):
+
+      comparisons: [binary16 - learned, gf2 - learned]
+      measures: [ensemble_gain, stitch_cost_identity, stitch_cost_affine, barrier]
+
+Then each comparison on each measure is a primary row, and val bpb is exploratory in that report
+(`measure_pairs`, `measures`; `pairs` holds the comparisons on the tested metric alone). Its
+`pairs.settings` (the compose settings the study declares) are read too (`compose_settings`).
+
 Where a report's declaration comes from, first match wins:
 1. `primary=A:B[,C:D]` on the command (a study without a file, e.g. `run -m name=dynamics ...`);
 2. `study=FILE.yaml`: that file's `primary` (a study file kept outside sweeps/);
@@ -30,6 +40,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import AnalysisError
+from .compose import PRIMARY_MEASURES
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
@@ -43,7 +54,8 @@ def _sweeps_dir() -> Path:
 
 
 SWEEPS_DIR = _sweeps_dir()
-KEY, QUESTION, COMPARISONS = "primary", "question", "comparisons"
+KEY, QUESTION, COMPARISONS, MEASURES = "primary", "question", "comparisons", "measures"
+PAIRS, SETTINGS = "pairs", "settings"   # the compositions a study declares (composition/declared.py checks the block)
 # "a - b" or "a − b": a minus sign with a space on each side (labels hold '-' only inside words or '=')
 SEPARATOR = re.compile(r"\s+[-−]\s+")
 
@@ -55,10 +67,18 @@ class Declared:
     questions: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()          # "sweeps/main.yaml", "primary=", "study=FILE"
     undeclared: tuple[str, ...] = ()       # studies read whose file declares nothing (or has no file)
+    measure_pairs: tuple[tuple[str, str], ...] = ()   # comparisons declared on the composition measures
+    measures: tuple[str, ...] = ()                     # ... those measures
+    compose_settings: dict | None = None               # the compose settings a study's `pairs:` declares
 
     @property
     def any(self) -> bool:
-        return bool(self.pairs)
+        return bool(self.pairs or self.measure_pairs)
+
+    @property
+    def count(self) -> int:
+        """How many comparisons are declared (on the tested metric and on the composition measures)."""
+        return len(self.pairs) + len(self.measure_pairs)
 
     @property
     def question(self) -> str:
@@ -70,7 +90,14 @@ class StudyFile:
     name: str
     path: Path
     question: str = ""
-    pairs: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    pairs: tuple[tuple[str, str], ...] = field(default_factory=tuple)           # on the tested metric
+    measure_pairs: tuple[tuple[str, str], ...] = field(default_factory=tuple)   # on `measures`
+    measures: tuple[str, ...] = field(default_factory=tuple)
+    compose_settings: dict | None = None
+
+    @property
+    def declares(self) -> bool:
+        return bool(self.pairs or self.measure_pairs)
 
 
 def parse_comparison(text, where: str) -> tuple[str, str]:
@@ -89,20 +116,53 @@ def read_study_file(path: Path) -> StudyFile:
     except (OSError, yaml.YAMLError) as exc:
         raise AnalysisError(f"study file {path}: unreadable ({type(exc).__name__})") from exc
     name = Path(path).stem
+    settings = compose_settings(raw, Path(path).name)
     block = (raw or {}).get(KEY) if isinstance(raw, dict) else None
     if block is None:
-        return StudyFile(name, Path(path))
+        return StudyFile(name, Path(path), compose_settings=settings)
     where = f"{Path(path).name}:{KEY}"
     if not isinstance(block, dict) or not isinstance(block.get(COMPARISONS), list) or not block[COMPARISONS]:
         raise AnalysisError(f"{where}: expected {{{QUESTION}: ..., {COMPARISONS}: [A - B, ...]}} with at least one "
                             "comparison; see sweeps/README.md")
-    unknown = sorted(set(block) - {QUESTION, COMPARISONS})
+    unknown = sorted(set(block) - {QUESTION, COMPARISONS, MEASURES})
     if unknown:
-        raise AnalysisError(f"{where}: unknown key {unknown[0]!r}; only {QUESTION} and {COMPARISONS}")
+        raise AnalysisError(f"{where}: unknown key {unknown[0]!r}; only {QUESTION}, {COMPARISONS} and {MEASURES}")
     pairs = tuple(parse_comparison(c, f"{where}.{COMPARISONS}[{i}]") for i, c in enumerate(block[COMPARISONS]))
     if len(set(pairs)) != len(pairs):
         raise AnalysisError(f"{where}.{COMPARISONS}: a comparison is listed twice")
-    return StudyFile(name, Path(path), " ".join(str(block.get(QUESTION) or "").split()), pairs)
+    question = " ".join(str(block.get(QUESTION) or "").split())
+    if MEASURES not in block:
+        return StudyFile(name, Path(path), question, pairs, compose_settings=settings)
+    measures = parse_measures(block[MEASURES], f"{where}.{MEASURES}")
+    if settings is None:
+        raise AnalysisError(f"{where}.{MEASURES}: the composition measures need the pairs the study composes; "
+                            f"declare them in `{PAIRS}:` (sweeps/README.md)")
+    return StudyFile(name, Path(path), question, measure_pairs=pairs, measures=measures, compose_settings=settings)
+
+
+def parse_measures(value, where: str) -> tuple[str, ...]:
+    """`measures: [ensemble_gain, ...]`: composition measures a comparison may be declared primary on."""
+    if not isinstance(value, list) or not value or not all(isinstance(m, str) for m in value):
+        raise AnalysisError(f"{where}: expected a list of composition measures ({', '.join(PRIMARY_MEASURES)})")
+    unknown = [m for m in value if m not in PRIMARY_MEASURES]
+    if unknown:
+        raise AnalysisError(f"{where}: {unknown[0]!r} is not a composition measure; use "
+                            f"{', '.join(PRIMARY_MEASURES)}")
+    if len(set(value)) != len(value):
+        raise AnalysisError(f"{where}: a measure is listed twice")
+    return tuple(value)
+
+
+def compose_settings(raw, file_name: str) -> dict | None:
+    """The `pairs.settings` mapping a study file declares ({} for none given); None without `pairs:`.
+    composition/declared.py checks the block when the study loads; here it is only read."""
+    block = raw.get(PAIRS) if isinstance(raw, dict) else None
+    if block is None:
+        return None
+    settings = block.get(SETTINGS) if isinstance(block, dict) else None
+    if settings is not None and not isinstance(settings, dict):
+        raise AnalysisError(f"{file_name}:{PAIRS}.{SETTINGS}: expected a mapping of compose settings")
+    return dict(settings or {})
 
 
 def study_file(name: str, sweeps_dir: Path = SWEEPS_DIR) -> StudyFile | None:
@@ -125,23 +185,31 @@ def declared(sweeps: list[str], study: str | Path | None = None, pairs: tuple[tu
         if not Path(study).is_file():
             raise AnalysisError(f"study={study}: no such file (a study file such as sweeps/main.yaml)")
         found = read_study_file(Path(study))
-        if not found.pairs:
+        if not found.declares:
             raise AnalysisError(f"study={study}: the file declares no `{KEY}` comparisons; see sweeps/README.md")
-        return Declared(found.pairs, (found.question,) if found.question else (), (f"study={study}",))
+        return Declared(found.pairs, (found.question,) if found.question else (), (f"study={study}",),
+                        measure_pairs=found.measure_pairs, measures=found.measures,
+                        compose_settings=found.compose_settings)
     joined, questions, sources, undeclared = [], [], [], []
+    on_measures, measures, settings = [], [], None
     for name in dict.fromkeys(str(s) for s in sweeps):
         found = study_file(name, sweeps_dir)
-        if found is None or not found.pairs:
+        if found is None or not found.declares:
             undeclared.append(name)
             continue
         joined += [p for p in found.pairs if p not in joined]
+        on_measures += [p for p in found.measure_pairs if p not in on_measures]
+        measures += [m for m in found.measures if m not in measures]
+        settings = settings if settings is not None else found.compose_settings
         questions += [found.question] if found.question else []
         sources.append(shown_path(found.path))
-    return Declared(tuple(joined), tuple(questions), tuple(sources), tuple(undeclared))
+    return Declared(tuple(joined), tuple(questions), tuple(sources), tuple(undeclared), tuple(on_measures),
+                    tuple(measures), settings)
 
 
 def every_declaration(sweeps_dir: Path = SWEEPS_DIR) -> list[StudyFile]:
-    """Every study file of sweeps/ that declares a primary family: the report says where a row of its
-    table is primary in another study (its verdict is decided in that study's family, not here)."""
+    """Every study file of sweeps/ that declares a primary family on the tested metric: the report says
+    where a row of its table is primary in another study (its verdict is decided in that study's family,
+    not here). A family on the composition measures has no rows in another study's report."""
     found = (study_file(p.stem, sweeps_dir) for p in sorted(sweeps_dir.glob("*.yaml")))
     return [f for f in found if f is not None and f.pairs]
