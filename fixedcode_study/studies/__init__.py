@@ -11,6 +11,8 @@ planning.py  how many jobs at once, with how many threads
 data.py      the sweep's data, prepared once before its jobs start
 worker.py    one job in a worker process (terminal, preemption, orphans)
 results.py   what each job returns, and the summary of a run or sweep
+pairs.py     a study's declared compositions (`pairs:`) composed from its completed jobs (`fixedcode
+             compose study=`), each pair waiting, done or (re)composed
 
 Nothing here composes a config: cli/sweep.py composes each job's (and resolves its JobSpec) and
 passes it in; the launcher gets each job's composed config from Hydra.

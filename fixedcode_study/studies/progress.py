@@ -36,7 +36,7 @@ from ..training.resume import checkpoint_fingerprint
 from ..errors import ConfigError
 from .study import Job, in_job
 
-__all__ = ["COMPLETED", "NEW", "PARTIAL", "STALE", "JobProgress", "Remaining", "job_progress", "remaining"]
+__all__ = ["COMPLETED", "NEW", "PARTIAL", "STALE", "JobProgress", "Remaining", "job_progress", "job_state", "remaining"]
 
 COMPLETED, STALE, PARTIAL, NEW = "completed", "stale", "partial", "new"
 
@@ -60,29 +60,36 @@ def speed_key(spec: JobSpec) -> str:
                       sort_keys=True, default=str)
 
 
+def job_state(job: Job) -> tuple[str, str, dict[str, Any] | None]:
+    """(state, the first difference when stale, its results.json) of one job on disk (module docstring)."""
+    jd = JobDir(job.job_dir)
+    record = jd.read_results() if job.job_dir.is_dir() else None
+    trained = bool(record) and jd.is_trained(record)
+    resumable = not trained and jd.resume_point() is not None if job.job_dir.is_dir() else False
+    if not trained and not resumable:
+        return NEW, "", record
+    current = job.spec.fingerprint  # the resolved spec's fingerprint is the one `run` compares
+    stored = record.get("fingerprint") if trained else checkpoint_fingerprint(jd.last_checkpoint)
+    diffs = differences(stored or {}, current) if stored else ["recorded without a fingerprint"]
+    if diffs:
+        return STALE, diffs[0], record
+    if record.get("status") == COMPLETED and trained:
+        return COMPLETED, "", record
+    return PARTIAL, "", record
+
+
 def job_progress(jobs: Sequence[Job], facts: Sequence[dict[str, Any]]) -> list[JobProgress]:
     """Each job's state on disk (see the module docstring), in the order of `jobs`."""
     out = []
     for job, fact in zip(jobs, facts, strict=True):
         base = {"job": job.job_dir.name, "speed_key": speed_key(job.spec), "tokens": int(fact["tokens"]),
                 "flops": float(fact["flops"])}
-        jd = JobDir(job.job_dir)
-        record = jd.read_results() if job.job_dir.is_dir() else None
-        trained = bool(record) and jd.is_trained(record)
-        resumable = not trained and jd.resume_point() is not None if job.job_dir.is_dir() else False
-        if not trained and not resumable:
-            out.append(JobProgress(state=NEW, **base))
-            continue
-        current = job.spec.fingerprint  # the resolved spec's fingerprint is the one `run` compares
-        stored = record.get("fingerprint") if trained else checkpoint_fingerprint(jd.last_checkpoint)
-        diffs = differences(stored or {}, current) if stored else ["recorded without a fingerprint"]
-        if diffs:
-            out.append(JobProgress(state=STALE, why=diffs[0], **base))
-        elif record.get("status") == COMPLETED and trained:
+        state, why, record = job_state(job)
+        if state == COMPLETED:
             out.append(JobProgress(state=COMPLETED, train_seconds=_seconds(record, "train_seconds"),
                                    wall_seconds=_seconds(record, "wall_seconds"), **base))
         else:
-            out.append(JobProgress(state=PARTIAL, **base))
+            out.append(JobProgress(state=state, why=why, **base))
     return out
 
 

@@ -139,7 +139,7 @@ def _final_losses(study) -> dict[str, float]:
 def _member(record: dict, role: str, by_sha: dict[str, pd.Series], finals: dict[str, float]) -> tuple[pd.Series | None, str]:
     """The included job a record's member is, or None and why not."""
     member = record.get(role) or {}
-    sha = ((member.get("fingerprint") or {}).get("sha")) if isinstance(member.get("fingerprint"), dict) else None
+    sha = member.get("fingerprint")   # the checkpoint's fingerprint: the sha its results.json records too
     job = by_sha.get(sha) if sha else None
     if job is None:
         return None, f"its member {role} ({member.get('job') or member.get('checkpoint')}) is not an included job here"
