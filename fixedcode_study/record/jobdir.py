@@ -71,6 +71,10 @@ SAMPLES_FILE = "samples.json"
 PROBES_FILE = "probes.json"              # a job's probe results (probing/run.py writes it)
 CROSS_FILE = "probes_cross.json"         # a probe run's cross-job results, beside the jobs
 CROSS_GLOB = "probes_cross*.json"        # probes_cross-<data cache key>.json when one study spans several corpora
+# A composition of two of a study's jobs (`fixedcode compose study=`, studies/pairs.py), beside the jobs:
+# <study>/compose/<arm>,seeds=<a>+<b>/compose.json (composition/run.py's record). Not a job: the analysis
+# reads it as one pair of models (analysis/read/compose.py).
+COMPOSE_DIR, COMPOSE_FILE = "compose", "compose.json"
 # Where conf/config.yaml's hydra.sweep.dir / hydra.run.dir put jobs: <out_root>/<root>/<name>/<job_key>/.
 STUDY_ROOTS = ("multirun", "runs")
 

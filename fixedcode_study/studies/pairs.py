@@ -34,15 +34,13 @@ from ..errors import ConfigError
 from ..evaluation.harness import file_sha256
 from ..record import atomic
 from ..record.checkpoint import weights_file
-from ..record.jobdir import JobDir
+from ..record.jobdir import COMPOSE_DIR, COMPOSE_FILE, JobDir
 from .progress import COMPLETED, NEW, PARTIAL, STALE, job_state
 from .study import Job, Study
 
 __all__ = ["COMPOSE_DIR", "COMPOSE_FILE", "DONE", "TO_RUN", "WAITING", "Outcome", "PlannedPair", "compose_study",
            "pair_state", "plan_pairs"]
 
-COMPOSE_DIR = "compose"          # <study dir>/compose/<pair>/
-COMPOSE_FILE = "compose.json"    # read back by the analysis (analysis/read/compose.py)
 DONE, TO_RUN, WAITING = "done", "to run", "waiting"
 # a job's state (studies/progress.py) as the waiting line says it
 JOB_STATES = {NEW: "not trained yet", PARTIAL: "not completed yet", STALE: "trained under other settings"}
