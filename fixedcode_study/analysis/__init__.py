@@ -9,7 +9,7 @@
 Writes REPORT_DIR/report.md (its first screen: the study's question, the primary comparisons with
 their verdicts and their figure), tables/{primary,arms,main_results,eval_results,comparisons,readings,
 tuned_lr,matrix_seed_variance,code_properties,output_heads,params,reference,loss_breakdown*,
-loss_profile*,scaling_*,probes_*,excluded_jobs}.{md,tex,csv} (each when it applies), tables/jobs.csv (one row per
+loss_profile*,scaling_*,probes_*,composition_*,excluded_jobs}.{md,tex,csv} (each when it applies), tables/jobs.csv (one row per
 job: every number the tables summarise) and figures/*.{png,pdf}, every file atomically. The
 run-directory contract is docs/results-schema.md; the primary comparisons are declared in the
 study's file (sweeps/README.md). (`python -m analysis` in a checkout is the same command.)

@@ -9,7 +9,7 @@ by the analysis and nothing else:
   output side, and for a ladder its compute, size and budget slopes on cell means;
 - docs/reports/README.md, one block per committed report (`main`, `controls`, ...): its Findings
   and every stated reading; docs/probes.md, `probes`: the main report's probe contrasts;
-- each report.md, `findings`, `readings`, `scaling-readings` and `continuum`: the report writes them, from
+- each report.md, `findings`, `readings`, `scaling-readings`, `continuum` and `composition`: the report writes them, from
   the same functions as here, and `expected_report_blocks` rewrites them from the report's own CSVs;
   `table:NAME` blocks hold an inline table, which must equal its tables/NAME.md.
 
@@ -42,6 +42,7 @@ from .sections.base import BEGIN, END, wrap
 from .sections.readings import HERE, LADDER_KINDS
 from .stats.equivalence import PRIMARY
 from .tables.continuum import NAME as CONTINUUM_TABLE
+from .tables.composition_reading import composition_reading
 from .tables.continuum_reading import continuum_reading
 from .tables.findings import VERDICT_ORDER, findings_lines
 from .tables.readings import LADDER, PROBE, SIDES, STATED, TREND, read_readings, reading_lines
@@ -116,6 +117,8 @@ def expected_report_blocks(report: Path) -> dict[str, list[str]]:
     if "continuum" in present:   # sections/continuum.py READING: the comparison rows and the arms' parameters
         arms = report / "tables" / f"{CONTINUUM_TABLE}.csv"
         out["continuum"] = continuum_reading(comparisons(report), pd.read_csv(arms) if arms.is_file() else None)
+    if "composition" in present:   # sections/composition.py READING: the primary rows on the composition measures
+        out["composition"] = composition_reading(comparisons(report))
     for key in present:
         if key.startswith("table:"):
             md = report / "tables" / f"{key.removeprefix('table:')}.md"

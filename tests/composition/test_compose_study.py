@@ -162,3 +162,120 @@ def test_a_declared_arm_the_grids_do_not_train_is_one_line_naming_pairs(tmp_path
     run = fixedcode(["compose", f"study={study}", *job_overrides(tmp_path)], cwd=tmp_path)
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
     assert run.stderr.startswith("error: tinycompose.yaml:pairs.arms: gf2 at seed 1 is 0 jobs of this plan")
+
+
+# ---------------------------------------------------------------- the report
+
+
+def analyze(run_dir: Path, out: Path, study_file: Path) -> str:
+    from fixedcode_study.cli.analyze import main as analyze_main
+
+    assert analyze_main([str(run_dir), f"out={out}", f"study={study_file}"]) == 0
+    return (out / "report.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def report(root, study_file, composed) -> Path:
+    out = root / "report"
+    analyze(study_dir(root), out, study_file)
+    return out
+
+
+def holm(p: list[float]) -> list[float]:
+    """Holm's step-down adjustment, written out here (the report's comes from statsmodels)."""
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    adjusted, running = [0.0] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def test_the_sections_numbers_are_the_records_and_the_primary_rows_are_paired_over_pairs(root, report):
+    import numpy as np
+    import pandas as pd
+    from scipy import stats as sps
+
+    found = records(study_dir(root))
+    pairs = pd.read_csv(report / "tables" / "composition_pairs.csv")
+    assert len(pairs) == 4 and pairs["variant"].tolist() == ["learned", "learned", "binary16", "binary16"]
+    for row in pairs.itertuples(index=False):
+        record = found[f"{row.variant},seeds={row.seed}"]
+        mean_loss = (record["members"]["a"]["val_loss"] + record["members"]["b"]["val_loss"]) / 2
+        assert row.ensemble_gain == record["ensemble"]["logits"]["gain_over_better"]
+        assert row.barrier == record["barrier"]["barrier"]
+        for kind in ("identity", "affine"):   # the mean over k = 1..n_layer of stitched minus the members' mean
+            inside = [r["val_loss"] - mean_loss for r in record["stitch"][kind] if r["k"] >= 1]
+            assert getattr(row, f"stitch_cost_{kind}") == pytest.approx(np.mean(inside), abs=1e-12)
+
+    # each arm's barrier: mean and t interval over its pairs, recomputed from the records
+    arms = pd.read_csv(report / "tables" / "composition_arms.csv").set_index(["variant", "metric"])
+    barriers = {}
+    for arm in ("learned", "binary16"):
+        values = np.array([found[f"{arm},seeds={s}"]["barrier"]["barrier"] for s in ("1+2", "3+4")])
+        barriers[arm] = values
+        half = sps.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+        row = arms.loc[(arm, "barrier")]
+        assert row["n"] == 2 and row["mean"] == pytest.approx(values.mean(), abs=1e-12)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((values.mean() - half, values.mean() + half), abs=1e-12)
+
+    # binary16 − learned on the barrier: pair i of one arm against pair i of the other (the same seeds, CRN)
+    rows = pd.read_csv(report / "tables" / "comparisons.csv")
+    primary = rows[rows["family"] == "primary"]
+    assert sorted(primary["metric"]) == sorted(["ensemble_gain", "stitch_cost_identity", "stitch_cost_affine", "barrier"])
+    assert set(primary["comparison"]) == {"binary16 − learned"}   # gf2 − learned is declared, but gf2 did not run
+    barrier = primary.set_index("metric").loc["barrier"]
+    assert barrier["test"] == "paired" and barrier["n_pairs"] == 2
+    assert barrier["delta"] == pytest.approx((barriers["binary16"] - barriers["learned"]).mean(), abs=1e-12)
+    assert barrier["p_value"] == pytest.approx(sps.ttest_rel(barriers["binary16"], barriers["learned"]).pvalue)
+    adjusted = dict(zip(primary["metric"], holm(primary["p_value"].tolist()), strict=True))
+    assert barrier["p_holm"] == pytest.approx(adjusted["barrier"])
+    assert rows.loc[rows["metric"] == "val_bpb", "family"].eq("exploratory").all()   # not this study's question
+    assert {"stitch_cost_identity_k0", "stitch_cost_affine_k2", "ensemble_mixture_gain"} <= set(
+        rows.loc[rows["family"] == "exploratory", "metric"])
+
+
+def test_the_report_states_the_primary_rows_in_their_verdicts_words_and_regenerates_from_its_tables(report):
+    from fixedcode_study.analysis.summaries import blocks, expected_report_blocks
+
+    text = (report / "report.md").read_text()
+    assert "## Composing pairs of models" in text and "declared primary comparison gf2 − learned not made" in text
+    assert "on each composition measure of the arms' pairs of models" in text
+    present = blocks(text)
+    assert "binary16 − learned" in present["composition"] and "paired over 2 pairs of models" in present["composition"]
+    expected = expected_report_blocks(report)   # rewritten from tables/comparisons.csv alone
+    assert "\n".join(expected["composition"]) + "\n" == present["composition"]
+    assert "\n".join(expected["findings"]) + "\n" == present["findings"]
+    for stem in ("composition_stitch", "composition_barrier"):
+        assert (report / "figures" / f"{stem}.png").is_file() and (report / "figures" / f"{stem}.pdf").is_file()
+
+
+def test_a_record_the_study_does_not_pool_is_left_out_with_a_note(root, study_file, composed, tmp_path):
+    """A second record of one arm and seeds counts once; one under other settings than the study declares
+    is left out; the rest of the section is as before."""
+    runs = tmp_path / "runs"
+    shutil.copytree(study_dir(root), runs, ignore=shutil.ignore_patterns("checkpoints"))
+    record = json.loads((runs / "compose" / "learned,seeds=1+2" / "compose.json").read_text())
+    (runs / "compose" / "again").mkdir()
+    (runs / "compose" / "again" / "compose.json").write_text(json.dumps(record))
+    record["settings"]["stitch_tokens"] = 1
+    (runs / "compose" / "other").mkdir()
+    (runs / "compose" / "other" / "compose.json").write_text(json.dumps(record))
+    text = analyze(runs, tmp_path / "report", study_file)
+    assert "compose/other/compose.json left out: computed under other settings than the study declares " \
+           "(stitch_tokens: 1 -> 512)" in text
+    repeat = next(line for line in text.splitlines() if "(same arm and seeds): counted once" in line)
+    assert "compose/learned,seeds=1+2/compose.json" in repeat and "compose/again/compose.json" in repeat
+    assert (tmp_path / "report" / "tables" / "composition_pairs.csv").read_text().count("compose.json") == 4
+
+
+def test_without_compose_records_the_report_has_no_composition(root, study_file, composed, tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(study_dir(root), runs, ignore=shutil.ignore_patterns("checkpoints", "compose"))
+    text = analyze(runs, tmp_path / "report", study_file)
+    assert "Composing pairs" not in text and "generated:composition" not in text
+    assert not list((tmp_path / "report").rglob("composition_*"))
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / "report" / "tables" / "comparisons.csv")
+    assert set(rows["metric"]) == {"val_bpb"} and not (rows["family"] == "primary").any()

@@ -36,6 +36,9 @@ def primary_figure(rows: pd.DataFrame, context: list[str], out_dir: Path) -> Fig
     for ax, comparison in zip(axes, panels, strict=True):
         part = rows if comparison is None else rows[rows["comparison"] == comparison]
         labels = (part[context].astype(str).agg(" · ".join, axis=1) if several else part["comparison"]).tolist()
+        measures = part["metric"].nunique() > 1   # a family on several measures: each row names its own
+        if measures:
+            labels = [f"{label}, {metric_title(m)}" for label, m in zip(labels, part["metric"], strict=True)]
         y = np.arange(len(part))[::-1]
         for yi, row in zip(y, part.itertuples(index=False), strict=True):
             color, marker, filled = VERDICT_STYLE.get(row.verdict, OTHER_STYLE)
@@ -50,7 +53,7 @@ def primary_figure(rows: pd.DataFrame, context: list[str], out_dir: Path) -> Fig
         ax.axvline(0.0, color="#000000", linewidth=0.8)
         ax.set_yticks(y)
         ax.set_yticklabels(labels, fontsize=7)
-        ax.set_xlabel(f"Δ = a − b, {metric_title(part['metric'].iloc[0])}")
+        ax.set_xlabel("Δ = a − b, each row's measure" if measures else f"Δ = a − b, {metric_title(part['metric'].iloc[0])}")
         ax.grid(axis="y", visible=False)
         if comparison is not None:
             ax.set_title(comparison, fontsize=8)

@@ -45,10 +45,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...record.jobdir import CHECKPOINTS, COMPOSE_FILE, WANDB_DIR
 from .records import display_path
 
-COMPOSE_FILE = "compose.json"                 # composition/run.py's record (the command's out=)
-COMPOSE_SCHEMA = 1
+COMPOSE_SCHEMA = 1                            # composition/run.py COMPOSE_SCHEMA: the record this reads
 STITCH_KINDS = ("identity", "affine")
 # The measures a study may declare primary (read/declared.py `measures:`), in the report's order.
 PRIMARY_MEASURES = ("ensemble_gain", "stitch_cost_identity", "stitch_cost_affine", "barrier")
@@ -56,13 +56,13 @@ GAINS = ("ensemble_gain", "ensemble_mixture_gain")   # up is the better directio
 MEASURE_TITLES = {"ensemble_gain": "ensemble gain", "ensemble_mixture_gain": "mixture gain",
                   "stitch_cost_identity": "stitch cost, identity", "stitch_cost_affine": "stitch cost, affine",
                   "barrier": "loss barrier"}
-_SKIP_DIRS = {"checkpoints", "wandb", ".hydra", "__pycache__", ".git"}   # as job discovery prunes (read/runs.py)
+_SKIP_DIRS = {CHECKPOINTS, WANDB_DIR, ".hydra", "__pycache__", ".git"}   # as job discovery prunes (read/runs.py)
 CONTEXT = ("model", "data")
 
 PAIR_COLUMNS = ["run", "variant", "input", "variant_order", *CONTEXT, "seed", "seed_a", "seed_b", "crn", "run_a",
                 "run_b", "loss_a", "loss_b", "n_layer", *PRIMARY_MEASURES, "ensemble_mixture_gain", "at_alpha"]
-STITCH_COLUMNS = ["run", "variant", "seed", "kind", "k", "val_loss", "cost"]
-PATH_COLUMNS = ["run", "variant", "seed", "alpha", "val_loss", "linear", "excess"]
+STITCH_COLUMNS = ["run", "variant", *CONTEXT, "seed", "kind", "k", "val_loss", "cost"]
+PATH_COLUMNS = ["run", "variant", *CONTEXT, "seed", "alpha", "val_loss", "linear", "excess"]
 
 
 def per_k(kind: str, k: int) -> str:
@@ -142,7 +142,8 @@ def _member(record: dict, role: str, by_sha: dict[str, pd.Series], finals: dict[
     sha = member.get("fingerprint")   # the checkpoint's fingerprint: the sha its results.json records too
     job = by_sha.get(sha) if sha else None
     if job is None:
-        return None, f"its member {role} ({member.get('job') or member.get('checkpoint')}) is not an included job here"
+        where = Path(str(member.get("job") or member.get("checkpoint") or "?")).name   # no path of the composing machine
+        return None, f"its member {role} ({where}) is not an included job here"
     recorded = (member.get("job_final") or {}).get("val_loss")
     if recorded != finals.get(job["run"]):
         return None, (f"its member {role} ({job['run']}) has other final weights now (val loss {finals.get(job['run'])} "
@@ -220,7 +221,7 @@ def read_compose(study, declared_settings: dict | None = None) -> ComposeData:
             continue
         (a, why_a), (b, why_b) = (_member(record, role, by_sha, finals) for role in ("a", "b"))
         why = why_a or why_b
-        if not why and (a["variant"] != b["variant"] or any(a[c] != b[c] for c in CONTEXT if c in a)):
+        if not why and (a["variant"] != b["variant"] or any(a.get(c) != b.get(c) for c in CONTEXT)):
             why = f"its members are of different arms or contexts ({a['variant']}, {b['variant']}): not one arm's pair"
         if not why and a["seed"] == b["seed"]:
             why = f"its members share seed {a['seed']}: not two models"
@@ -228,25 +229,24 @@ def read_compose(study, declared_settings: dict | None = None) -> ComposeData:
             data.notes.append(f"compose record {shown} left out: {why}")
             continue
         seed = f"{a['seed']}+{b['seed']}"
-        key = (a["variant"], *(a[c] for c in CONTEXT if c in a), seed)
+        key = (a["variant"], *(a.get(c) for c in CONTEXT), seed)
         if key in seen:
             data.notes.append(f"compose record {shown} repeats {seen[key]} (same arm and seeds): counted once")
             continue
         seen[key] = shown
         measures = pair_measures(record)
         crn = bool(a["crn"]) and bool(b["crn"])
-        base = {"run": shown, "variant": a["variant"], "seed": seed}
+        base = {"run": shown, "variant": a["variant"], **{c: a.get(c) for c in CONTEXT}, "seed": seed}
         pairs.append(base | {"input": a["input"], "variant_order": a["variant_order"],
-                             **{c: a[c] for c in CONTEXT if c in a}, "seed_a": a["seed"], "seed_b": b["seed"],
+                             "seed_a": a["seed"], "seed_b": b["seed"],
                              "crn": crn, "run_a": a["run"], "run_b": b["run"],
                              "loss_a": float(record["members"]["a"]["val_loss"]),
                              "loss_b": float(record["members"]["b"]["val_loss"]),
                              "n_layer": _n_layer(record) if _n_layer(record) is not None else math.nan,
                              "at_alpha": (record.get("barrier") or {}).get("at_alpha", math.nan),
                              **{m: measures.get(m, math.nan) for m in (*PRIMARY_MEASURES, "ensemble_mixture_gain")}})
-        points += [base | {"input": a["input"], "variant_order": a["variant_order"],
-                           **{c: a[c] for c in CONTEXT if c in a}, "crn": crn, "kind": "compose", "metric": metric,
-                           "value": value, "stderr": math.nan} for metric, value in measures.items()]
+        points += [base | {"input": a["input"], "variant_order": a["variant_order"], "crn": crn, "kind": "compose",
+                           "metric": metric, "value": value, "stderr": math.nan} for metric, value in measures.items()]
         stitches += _stitch_rows(record, base)
         paths += _path_rows(record, base)
         data.files.append(shown)

@@ -14,6 +14,9 @@ job's results.json and metrics.csv, read/runs.py) and everything estimated from 
 - the gap over training tokens and per model size (results/curves.py);
 - an input continuum's rows: each arm's gap to the baseline (its comparison row) beside its token-specific
   and shared trainable input parameters (results/continuum.py);
+- a study's compositions (its compose records, read/compose.py): one point per pair of models and measure
+  in the comparisons above, and per arm its measures, the stitch cost at each k and the barrier path
+  (results/composition.py);
 - a compute ladder's fits and predictions (results/scaling.py);
 - the fresh probes and samples of the included jobs (read/probes.py, read/samples.py);
 - the tested readings (results/readings.py): bucket trends and ends, size contrasts, the ladder's
@@ -31,6 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..read.compose import read_compose
 from ..read.declared import Declared, declared, every_declaration
 from ..read.probes import ProbeData, load_probes
 from ..read.samples import load_samples
@@ -43,6 +47,7 @@ from ..stats.grouping import COMPARED_FINAL, comparison_points, context_columns,
 from ..stats.variance import variance_rows
 from ..tables.render import MAX_INLINE_ROWS
 from ..tables.summary import metric_decimals
+from .composition import Composition, composition
 from .continuum import continuum_rows
 from .curves import gap_curves, size_gaps
 from .readings import compute_readings
@@ -71,7 +76,8 @@ class ReportOptions:
         return declared(sweeps, self.study, tuple(self.primary))
 
     def plan(self, declaration: Declared) -> Plan:
-        return Plan(self.baseline, tuple(self.pairs), primary=declaration.pairs)
+        return Plan(self.baseline, tuple(self.pairs), primary=declaration.pairs,
+                    measure_pairs=declaration.measure_pairs, measures=declaration.measures)
 
     @property
     def loss_margin(self) -> float:
@@ -100,6 +106,7 @@ class Results:
     curve_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
     size_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
     continuum: pd.DataFrame = field(default_factory=pd.DataFrame)  # results/continuum.py
+    composition: Composition | None = None                          # results/composition.py
     scaling: Scaling | None = None
     probes: ProbeData | None = None
     samples: list = field(default_factory=list)
@@ -137,11 +144,15 @@ def compute(study, options: ReportOptions | None = None, probe_study=None) -> Re
             results.compared = tuning.selected_study(study, grid)
             results.finals = tuning.tested_metric(grid.attrs["report"])
     compared = results.compared
+    composed = read_compose(compared, declaration.compose_settings)   # ComposeData: empty without records
+    results.notes += composed.notes
+    extra = composed.points if composed.any else None
     rows, notes = comparison_rows(compared, results.plan, options.margins, results.finals,
-                                  strict_primary=bool(options.primary))
+                                  strict_primary=bool(options.primary), extra=extra)
     results.notes += notes
     results.comparisons = with_primary_elsewhere(rows, compared, declaration, results.finals[0])
     points = comparison_points(compared, results.finals)
+    points = pd.concat([points, extra], ignore_index=True) if extra is not None else points
     results.compared_summary = summarize(points, context_columns(compared.jobs) + ["variant"]) if len(points) else \
         pd.DataFrame()
     if not results.comparisons.empty:   # the Findings' precision per metric, so comparisons.csv alone rewrites them
@@ -156,6 +167,7 @@ def compute(study, options: ReportOptions | None = None, probe_study=None) -> Re
     results.size_gaps = size_gaps(compared, results.comparisons, options.baseline)
     results.continuum, notes = continuum_rows(compared, results.comparisons, options.baseline, results.finals[0])
     results.notes += notes
+    results.composition = composition(composed, results.comparisons, compared)
     results.scaling = build_scaling(study, options.baseline)
     results.probes = load_probes(probe_study)
     results.notes += results.probes.notes

@@ -91,12 +91,13 @@ def _label(key: tuple, context: list[str], shown: list[str]) -> str:
 
 
 def _primary(results) -> set[tuple[tuple, str]]:
-    """(context key, comparison) of every primary row."""
+    """(context key, comparison) of every primary row on the tested metric: the readings are of the jobs'
+    validation loss, so a comparison declared on the composition measures alone states none of them."""
     rows = results.comparisons
     if rows.empty:
         return set()
     context = context_columns(results.compared.jobs)
-    primary = rows[rows["family"] == PRIMARY]
+    primary = rows[(rows["family"] == PRIMARY) & (rows["metric"] == results.finals[0])]
     return {(tuple(getattr(r, c) for c in context), r.comparison) for r in primary.itertuples(index=False)}
 
 

@@ -61,8 +61,9 @@ def primary_table(results) -> Table | None:
         return Table("primary", caption, columns, cells, rows.reset_index(drop=True), numeric=set(range(len(context),
                                                                                                     len(columns))))
     columns = ["comparison (a − b)", "metric", "n", "Δ", "95% CI", "Holm p", "verdict"]
-    cells = [[r.comparison, metric_title(r.metric), r.n, *delta_cells(r, dd), numfmt.p_value(r.p_holm), r.verdict]
-             for r in rows.itertuples(index=False)]
+    per_metric = decimals(results)   # a family on several measures (a composition study) shows each at its own
+    cells = [[r.comparison, metric_title(r.metric), r.n, *delta_cells(r, per_metric.get(r.metric, dd)),
+              numfmt.p_value(r.p_holm), r.verdict] for r in rows.itertuples(index=False)]
     caption = "Δ = a − b with its 95% CI, the Holm-adjusted p over the primary family, and the verdict."
     return Table("primary", caption, columns, cells, rows.reset_index(drop=True), numeric={2, 3, 4, 5})
 
@@ -76,9 +77,14 @@ def family_line(results) -> str:
         return (f"No primary comparison is declared (`primary:` in {files_}, `study=FILE.yaml` or `primary=A:B`), so "
                 f"no row is a finding: all {others} rows of the comparisons table are exploratory.")
     made = len(results.primary)
-    return (f"The study declares {len(declaration.pairs)} comparison(s) in {', '.join(declaration.sources)}: "
+    on = metric_title(results.finals[0]) if declaration.pairs else ""
+    if declaration.measure_pairs:   # a composition study: its comparisons on the measures of its pairs of models
+        measures = ", ".join(metric_title(m) for m in declaration.measures)
+        on = f"{on} and, for {len(declaration.measure_pairs)} of them, " if on else ""
+        on += f"each composition measure of the arms' pairs of models ({measures})"
+    return (f"The study declares {declaration.count} comparison(s) in {', '.join(declaration.sources)}: "
             f"{made} primary row(s) here (each declared comparison in each comparison context), on "
-            f"{metric_title(results.finals[0])}, Holm-adjusted over those rows alone (α = {ALPHA})."
+            f"{on}, Holm-adjusted over those rows alone (α = {ALPHA})."
             + (f" The other {others} row(s) of the comparisons table are exploratory: adjusted p, no verdict."
                if others else ""))
 

@@ -14,4 +14,6 @@ ladder_gap.py   the ladder's paired gap on cell means (random-cell model): compu
 trend.py        a linear trend over ordered buckets with its t interval over seeds, curvature, monotonicity
 contrasts.py    sizes at a fixed budget, probes at equal input RMS, a gap against a gap, points on a curve
 rows.py         one tested quantity (`Tested`) as every new test returns it, and its Holm family
+composition.py  a composition study's measures per arm over its pairs of models (t interval), per k, along
+                the barrier path
 """

@@ -10,7 +10,11 @@ A pair already in the list (in either order) is not repeated. Names match a vari
 exactly ("gf2 (code_width=24)") or an input name ("gf2": its plain variant, else its first).
 
 Families: a row is *primary* when its pair is a declared primary comparison (in its context) and
-its metric is the primary metric (the first tested, val bpb); every other row is *exploratory*.
+its metric is the primary metric (the first tested, val bpb), or when its pair is declared on the
+composition measures (``Plan.measure_pairs``, a study file's ``measures:``) and its metric is one of
+``Plan.measures`` (the measures of each arm's pairs of models, read/compose.py: a study's compose
+records enter the same table as one point per pair, ``comparison_rows(..., extra=...)``); every other
+row is *exploratory*.
 Holm-Bonferroni runs within each family, for the tests of difference and separately for the TOST
 p-values (equivalence.family_verdicts), so a primary verdict depends only on the declared family:
 the same comparison on the same jobs gets the same verdict whatever else a report compares. Only
@@ -45,11 +49,14 @@ VS_BASELINE, FIXED_CODES, REQUESTED, DECLARED = "vs baseline", "fixed codes", "r
 @dataclass(frozen=True)
 class Plan:
     """What to compare: a baseline name, whether to add the fixed-code pair, explicit pairs, and the
-    declared primary comparisons (None: every row is primary; (): none is)."""
+    declared primary comparisons (None: every row is primary; (): none is), on the primary metric and,
+    for `measure_pairs`, on each of `measures`."""
     baseline: str = DEFAULT_BASELINE
     pairs: tuple[tuple[str, str], ...] = ()
     fixed_pair: bool = True
     primary: tuple[tuple[str, str], ...] | None = None
+    measure_pairs: tuple[tuple[str, str], ...] = ()
+    measures: tuple[str, ...] = ()
 
 
 def parse_pairs(texts: list[str] | None, flag: str = "pairs=") -> tuple[tuple[str, str], ...]:
@@ -94,10 +101,12 @@ def resolve(name: str, variants: pd.DataFrame) -> str | None:
     return str(matches[0]) if len(matches) == 1 else None
 
 
-def primary_pairs(variants: pd.DataFrame, plan: Plan) -> list[tuple[str, str]]:
-    """The declared primary comparisons that resolve in one context, as (a, b) variant labels."""
+def primary_pairs(variants: pd.DataFrame, plan: Plan, declared: tuple[tuple[str, str], ...] | None = None
+                  ) -> list[tuple[str, str]]:
+    """The declared primary comparisons (on the primary metric, or the given ones) that resolve in one
+    context, as (a, b) variant labels."""
     out = []
-    for a, b in plan.primary or ():
+    for a, b in (plan.primary or ()) if declared is None else declared:
         pair = (resolve(a, variants), resolve(b, variants))
         if None not in pair and pair[0] != pair[1] and pair not in out:
             out.append(pair)
@@ -108,6 +117,7 @@ def arm_pairs(variants: pd.DataFrame, plan: Plan) -> list[tuple[str, str, str]]:
     """(a, b, kind) in display order for one context; a declared pair keeps its declared orientation."""
     variants = variants.drop_duplicates("variant").sort_values("variant_order", kind="stable")
     declared = primary_pairs(variants, plan)
+    declared += [p for p in primary_pairs(variants, plan, plan.measure_pairs) if p not in declared]
     out: list[tuple[str, str, str]] = []
     seen: set[frozenset] = set()
 
@@ -134,8 +144,11 @@ def arm_pairs(variants: pd.DataFrame, plan: Plan) -> list[tuple[str, str, str]]:
     return out
 
 
-def family_of(plan: Plan, declared: list[tuple[str, str]], a: str, b: str, metric: str, primary_metric: str) -> str:
+def family_of(plan: Plan, declared: list[tuple[str, str]], a: str, b: str, metric: str, primary_metric: str,
+              on_measures: list[tuple[str, str]] = ()) -> str:
     if plan.primary is None:
+        return PRIMARY
+    if (a, b) in on_measures and metric in plan.measures:
         return PRIMARY
     return PRIMARY if (a, b) in declared and metric == primary_metric else EXPLORATORY
 
@@ -160,6 +173,7 @@ def compare(points: pd.DataFrame, context: list[str], plan: Plan, metrics: list[
         ctx = ctx if isinstance(ctx, tuple) else (ctx,)
         variants = group[["variant", "input", "variant_order"]]
         declared = primary_pairs(variants.drop_duplicates("variant"), plan)
+        on_measures = primary_pairs(variants.drop_duplicates("variant"), plan, plan.measure_pairs)
         for a, b, kind in arm_pairs(variants, plan):
             for metric in metrics:
                 arm_a, arm_b = _arm(group, a, metric), _arm(group, b, metric)
@@ -170,7 +184,7 @@ def compare(points: pd.DataFrame, context: list[str], plan: Plan, metrics: list[
                 raw = group[group["metric"] == metric]
                 rows.append(dict(zip(context, ctx, strict=True)) | {
                     "comparison": f"{a} − {b}", "variant_a": a, "variant_b": b, "kind": kind, "metric": metric,
-                    "family": family_of(plan, declared, a, b, metric, primary_metric),
+                    "family": family_of(plan, declared, a, b, metric, primary_metric, on_measures),
                     "scale": "log" if on_log_scale(metric) else "linear",
                     "test": cmp.test, "test_label": test_label(cmp, why), "n": n_label(cmp),
                     "n_a": cmp.n_a, "n_b": cmp.n_b, "n_pairs": cmp.n_pairs,
@@ -203,13 +217,19 @@ def _sort(diffs: pd.DataFrame, study) -> pd.DataFrame:
 
 
 def comparison_rows(study, plan: Plan, margins: Margins, finals: list[str] = COMPARED_FINAL,
-                    alpha: float = ALPHA, strict_primary: bool = False) -> tuple[pd.DataFrame, list[str]]:
+                    alpha: float = ALPHA, strict_primary: bool = False,
+                    extra: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The comparison rows for a study and notes on requested names that matched nothing. A declared
     primary comparison naming an arm that did not run is a note (a study file may list arms a partial
-    run lacks); with `strict_primary` (primary= on the command) it is an error, as pairs= is."""
+    run lacks); with `strict_primary` (primary= on the command) it is an error, as pairs= is. `extra`:
+    more points to compare, one per unit (the composition measures: one per pair of models, with the
+    pair's seeds as its `seed`), in one table and one Holm procedure per family with the jobs' own."""
     points = comparison_points(study, finals)
     context = context_columns(study.jobs)
     metrics = metric_order(points, finals)
+    if extra is not None and len(extra):
+        points = pd.concat([points, extra], ignore_index=True)
+        metrics += [m for m in dict.fromkeys(extra["metric"]) if m not in metrics]
     notes = []
     variants = study.included_jobs
     known = set(variants["variant"]) | set(variants["input"])
@@ -221,7 +241,7 @@ def comparison_rows(study, plan: Plan, margins: Margins, finals: list[str] = COM
         if missing:
             raise AnalysisError(f"pairs={a}:{b}: no included variant or input named {', '.join(map(repr, missing))}; "
                                 f"known: {', '.join(sorted(map(str, known)))}")
-    for a, b in plan.primary or ():
+    for a, b in (*(plan.primary or ()), *(p for p in plan.measure_pairs if p not in (plan.primary or ()))):
         missing = [n for n in (a, b) if resolve(n, variants) is None]
         if missing and strict_primary:
             raise AnalysisError(f"primary={a}:{b}: no included variant or input named "

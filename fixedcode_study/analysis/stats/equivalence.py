@@ -3,7 +3,9 @@
 Default margins (the smallest difference we would call meaningful; override with
 ``margin=METRIC=VALUE``):
 - val_loss, val_loss_select, val_loss_report (nats/token): 0.02. This is a perplexity ratio of
-  e^0.02 = 1.020, i.e. the same 2% as the perplexity margin below.
+  e^0.02 = 1.020, i.e. the same 2% as the perplexity margin below. The composition measures
+  (read/compose.py: an ensemble's gain, a stitch's cost, a barrier) are differences of val losses
+  in the same unit and get the same margin.
 - bits per byte (val_bpb, *bits_per_byte): 0.01 bits/byte, about 0.02 nats/token at 3 to 4.5
   bytes per token (the tokenizers used here), so consistent with the loss margin.
 - perplexities (val_ppl, word/byte/lambada perplexity): 2% relative, tested on the log scale as
@@ -27,7 +29,7 @@ import numpy as np
 from scipy import stats as sps
 
 from ..errors import AnalysisError
-from .metrics import is_accuracy, lower_is_better, metric_name, on_log_scale
+from .metrics import in_nats, is_accuracy, lower_is_better, metric_name, on_log_scale
 from .core import EXACT, NONE, Comparison, holm
 
 ALPHA = 0.05
@@ -69,7 +71,7 @@ def default_margin(metric: str) -> Margin | None:
         return Margin(DEFAULT_RELATIVE_MARGIN, True)
     if "bpb" in name or "bits_per_byte" in name:
         return Margin(DEFAULT_BPB_MARGIN, False)
-    if "loss" in name:
+    if in_nats(metric):   # a val loss, or a composition measure: a difference of val losses
         return Margin(DEFAULT_LOSS_MARGIN, False)
     if is_accuracy(metric):
         return Margin(DEFAULT_ACCURACY_MARGIN, False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..read.compose import is_measure as is_composition_measure, measure_title
 from .metrics import lower_is_better
 
 FINAL_METRICS = ["val_ppl", "val_bpb"]
@@ -63,7 +64,8 @@ def metric_order(points: pd.DataFrame, finals: list[str] = FINAL_METRICS) -> lis
 
 
 def metric_title(metric: str) -> str:
-    return f"{DISPLAY.get(metric, metric)} {'↓' if lower_is_better(metric) else '↑'}"
+    shown = measure_title(metric) if is_composition_measure(metric) else DISPLAY.get(metric, metric)
+    return f"{shown} {'↓' if lower_is_better(metric) else '↑'}"
 
 
 def table_points(study) -> pd.DataFrame:

@@ -1,12 +1,16 @@
 """What a metric name means for the statistics: its better direction and the scale it is tested on.
 
-Metric names are results.json final keys (val_bpb, val_loss_report, ...) or lm-eval keys written
-``task/metric`` (hellaswag/acc_norm, wikitext/word_perplexity).
+Metric names are results.json final keys (val_bpb, val_loss_report, ...), lm-eval keys written
+``task/metric`` (hellaswag/acc_norm, wikitext/word_perplexity), or the composition measures of a
+pair of models (ensemble_gain, stitch_cost_affine_k2, barrier: read/compose.py), named by what they
+are: a gain is better up, a cost or a barrier down, all in nats per token.
 """
 
 from __future__ import annotations
 
 import math
+
+from ..read.compose import higher_is_better as composition_higher_is_better, is_measure as is_composition_measure
 
 # Fragments for which smaller is better; everything else (acc, acc_norm, f1, exact_match, ...)
 # is treated as higher-is-better.
@@ -22,7 +26,14 @@ def metric_name(metric: str) -> str:
 
 
 def lower_is_better(metric: str) -> bool:
+    if is_composition_measure(metric):
+        return not composition_higher_is_better(metric)
     return any(fragment in metric.lower() for fragment in LOWER_IS_BETTER)
+
+
+def in_nats(metric: str) -> bool:
+    """A loss-type number in nats per token: a val loss, or a composition measure (a difference of val losses)."""
+    return "loss" in metric_name(metric).lower() or is_composition_measure(metric)
 
 
 def on_log_scale(metric: str) -> bool:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..read.compose import is_measure as is_composition_measure
 from ..stats.comparisons import label_parts
 from ..stats.core import EXACT
 from ..stats.equivalence import (
@@ -222,7 +223,8 @@ def continuum_reading(comparisons: pd.DataFrame, arms: pd.DataFrame | None = Non
     `comparisons`: every comparison row (or comparisons.csv); `arms`: the continuum table's rows."""
     if comparisons is None or comparisons.empty or "family" not in comparisons:
         return []
-    primary = comparisons[comparisons["family"] == PRIMARY]
+    # the continuum's questions are on the jobs' validation metric: rows on composition measures are not theirs
+    primary = comparisons[(comparisons["family"] == PRIMARY) & ~comparisons["metric"].map(is_composition_measure)]
     if primary.empty:
         return []
     metric = primary["metric"].iloc[0]
