@@ -121,10 +121,29 @@ def test_copying_records_takes_the_record_files_only(tmp_path):
         ["config.yaml", "metrics.csv", "results.json"]
 
 
+def test_a_composition_report_copies_its_compose_records_beside_the_jobs(tmp_path):
+    source = tmp_path / "multirun" / "composition"
+    job = source / "input=gf2,seed=1"
+    job.mkdir(parents=True)
+    (job / "results.json").write_text(json.dumps({"sweep": "composition"}))
+    for pair in ("gf2,seeds=1+2", "learned,seeds=1+2"):
+        (source / "compose" / pair).mkdir(parents=True)
+        (source / "compose" / pair / "compose.json").write_text("{}")
+    root = tmp_path / "repo"
+    report = regenerate.Committed("composition", compose=True)
+    assert regenerate.copy_records(report, [source], root) == {"docs/reports/composition/runs": 1}
+    runs = root / report.runs
+    assert sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*.json")) == [
+        "compose/gf2,seeds=1+2/compose.json", "compose/learned,seeds=1+2/compose.json", "input=gf2,seed=1/results.json"]
+    shutil.rmtree(root)   # a report that reads none gets none
+    regenerate.copy_records(regenerate.Committed("composition"), [source], root)
+    assert not (root / report.runs / "compose").exists()
+
+
 def test_every_committed_report_has_a_regeneration_and_its_records_are_the_record_files():
     names = {r.name for r in summaries.report_dirs(PROJECT_ROOT)}
     assert names == set(regenerate.BY_NAME)
-    allowed = set(regenerate.RECORD_FILES + regenerate.PROBE_FILES)
+    allowed = set(regenerate.RECORD_FILES + regenerate.PROBE_FILES + regenerate.COMPOSE_FILES)
     for report in summaries.report_dirs(PROJECT_ROOT):
         for path in (report / "runs").rglob("*") if (report / "runs").is_dir() else ():
             if path.is_file():
