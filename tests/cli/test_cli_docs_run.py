@@ -66,6 +66,8 @@ SHRUNK: list[tuple[str, list[str], str]] = [
     (r"^fixedcode sweep (controls|output_side|tuned_lr|model_size|compute_ladder)\b(?!.*model=test_micro)",
      ["dry_run=true"], "a whole study of up to 108 jobs"),
     (r"^fixedcode sweep main seed=1,2,3,4,5,6,7,8\b", ["dry_run=true"], "the committed study's 24 jobs"),
+    # its jobs are not trained here, so `fixedcode compose study=composition` after it names every pair as waiting
+    (r"^fixedcode sweep composition\b", ["dry_run=true"], "a whole study of 18 jobs"),
     (r"^fixedcode bench(?: |$)(?!.*state_only=true)", ["steps=2", "warmup=1"], "a benchmark"),
     (r"^fixedcode bench-input\b", ["batch=1", "seq=128", "repeats=1"], "a benchmark at paper width"),
     (r"^fixedcode bench-output\b", ["batch=1", "seq=64", "repeats=1", "steps=2"], "a benchmark at paper width"),
