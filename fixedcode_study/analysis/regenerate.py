@@ -100,6 +100,8 @@ COMMITTED = (
     Committed("compute_ladder", ran="an AMD EPYC box, fp32 compiled (train.compile=true), two one-thread jobs side "
               "by side"),
     Committed("model_size"),
+    Committed("composition", compose=True, ran=EPYC + "; then `fixedcode compose study=composition "
+              "trainer.precision=32-true`, one process, beside other jobs (its seconds are not timings)"),
     Committed("input_continuum", (("inline_rows", "12"),), ran="a 2-core AMD EPYC box, the default precision (bf16-mixed autocast on this "
               "CPU), two one-thread jobs side by side; the ladder_d64 grid compiled (train.compile=true)"),
 )
