@@ -13,6 +13,11 @@ With several train shards (pre-tokenized data) each row first picks a shard, wit
 proportional to its size within its stream times the stream's mixture weight, then a window
 inside that shard (windows never straddle two shards).
 
+A data part (`train.data_part` "k/n", `part_bounds`) keeps every window inside the k-th of n equal
+token ranges of each shard: the parts of one split are disjoint, token for token, so two models
+trained on 1/2 and 2/2 never see a common training token ("two teams" of sweeps/composition_teams).
+Without a part the draw is the one above, bit for bit.
+
 Validation uses every non-overlapping window of the held-out split, sharded across ranks. The
 split is made of one segment per source (PreparedData.val_segments; one segment for single-source
 data); windows never straddle two segments, so each window has one source label. Windows are
@@ -40,6 +45,14 @@ from ..errors import ConfigError
 from .prepare import PreparedData
 
 
+def part_bounds(size: int, part: tuple[int, int] | None) -> tuple[int, int]:
+    """[lo, hi): the token range of part (k, n) of a shard of `size` tokens (the whole shard for None)."""
+    if part is None:
+        return 0, int(size)
+    k, n = part
+    return int(size) * (k - 1) // n, int(size) * k // n
+
+
 def shard_probabilities(sizes: Sequence[int], streams: Sequence[str], weights: Mapping[str, float],
                         seq_len: int) -> np.ndarray:
     """P(shard k) = weight(stream of k) * windows(k) / windows(stream), over streams that have windows."""
@@ -65,17 +78,22 @@ class RandomWindowBatches:
     """
 
     def __init__(self, source: str | os.PathLike | Sequence[str | os.PathLike], dtype: np.dtype, seq_len: int,
-                 batch_size: int, seed: int, slot: int = 0, probs: Sequence[float] | None = None):
+                 batch_size: int, seed: int, slot: int = 0, probs: Sequence[float] | None = None,
+                 part: tuple[int, int] | None = None):
         paths = [Path(source)] if isinstance(source, (str, os.PathLike)) else [Path(p) for p in source]
         if not paths:
             raise ConfigError("data", "no training shards", "pre-tokenize a non-empty corpus")
         self.paths, self.dtype = paths, np.dtype(dtype)
         self.seq_len, self.batch_size, self.seed, self.slot = seq_len, batch_size, seed, slot
-        self.sizes = np.array([p.stat().st_size // self.dtype.itemsize for p in paths], dtype=np.int64)
+        # each shard's token range [lo, lo + size): the whole shard, or its part k of n
+        bounds = [part_bounds(p.stat().st_size // self.dtype.itemsize, part) for p in paths]
+        self.lo = np.array([lo for lo, _ in bounds], dtype=np.int64)
+        self.sizes = np.array([hi - lo for lo, hi in bounds], dtype=np.int64)
         if len(paths) == 1:
             if self.sizes[0] <= seq_len + 1:
-                raise ConfigError("train.seq_len", f"{seq_len} is longer than the training split ({self.sizes[0]} tokens)",
-                                  "use a shorter seq_len")
+                within = "the training split" if part is None else f"part {part[0]}/{part[1]} of the training split"
+                raise ConfigError("train.seq_len", f"{seq_len} is longer than {within} ({self.sizes[0]} tokens)",
+                                  "use a shorter seq_len" + ("" if part is None else " or fewer parts"))
             self.probs = np.ones(1)
         elif probs is None:
             self.probs = shard_probabilities(self.sizes, ["all"] * len(paths), {"all": 1.0}, seq_len)
@@ -105,10 +123,10 @@ class RandomWindowBatches:
         rng = np.random.default_rng([self.seed, step, self.slot])
         if len(self.paths) == 1:  # the original single-file draw, kept bit-for-bit
             shards = np.zeros(self.batch_size, dtype=np.int64)
-            starts = rng.integers(0, self.sizes[0] - self.seq_len - 1, size=self.batch_size)
+            starts = self.lo[0] + rng.integers(0, self.sizes[0] - self.seq_len - 1, size=self.batch_size)
         else:
             shards = rng.choice(len(self.paths), size=self.batch_size, p=self.probs)
-            starts = rng.integers(0, self.sizes[shards] - self.seq_len - 1)
+            starts = self.lo[shards] + rng.integers(0, self.sizes[shards] - self.seq_len - 1)
         rows = np.stack([self._tokens(k)[s : s + self.seq_len + 1] for k, s in zip(shards, starts)]).astype(np.int64)
         return torch.from_numpy(rows)  # (B, T+1)
 
@@ -235,9 +253,10 @@ class TokenDataModule(L.LightningDataModule):
     """Training order GlobalBatchOrder (world-size invariant, resumable), validation windows."""
 
     def __init__(self, prepared: PreparedData, seq_len: int, batch_size: int, seed: int,
-                 val_batch_size: int | None = None, grad_accum: int = 1, val_early_tokens: int | None = None):
+                 val_batch_size: int | None = None, grad_accum: int = 1, val_early_tokens: int | None = None,
+                 part: tuple[int, int] | None = None):
         super().__init__()
-        self.prepared = prepared
+        self.prepared, self.part = prepared, part
         self.seq_len, self.batch_size, self.seed, self.grad_accum = seq_len, batch_size, seed, grad_accum
         self.val_batch_size = val_batch_size or batch_size
         self.val_early_tokens = val_early_tokens
@@ -247,10 +266,11 @@ class TokenDataModule(L.LightningDataModule):
         rank = self.trainer.global_rank if self.trainer else 0
         world = self.trainer.world_size if self.trainer else 1
         shards = self.prepared.train_shards
-        probs = shard_probabilities([s.tokens for s in shards], [s.stream for s in shards],
+        spans = [hi - lo for lo, hi in (part_bounds(s.tokens, self.part) for s in shards)]
+        probs = shard_probabilities(spans, [s.stream for s in shards],
                                     self.prepared.stream_weights, self.seq_len) if len(shards) > 1 else None
         windows = RandomWindowBatches([s.path for s in shards], self.prepared.dtype, self.seq_len, self.batch_size,
-                                      self.seed, probs=probs)
+                                      self.seed, probs=probs, part=self.part)
         self.train_set = GlobalBatchOrder(windows, rank, world, self.grad_accum)
         self.val_set = ValidationWindows(self.prepared.val_path, self.prepared.dtype, self.seq_len, rank, world,
                                          segments=self.prepared.val_segments)

@@ -1,6 +1,6 @@
 """The typed parts of a job's spec, one per config group, each validated where it is built.
 
-    TrainSpec       conf/config.yaml `train`: budget, batch, window, validation cadence, compile
+    TrainSpec       conf/config.yaml `train`: budget, batch, window, validation cadence, compile, data part
     OptimSpec       conf/optim: AdamW and its warmup-cosine schedule
     DataSpec        conf/data: the corpus settings data/ reads (generic: a new key is carried along)
     TrainerSpec     conf/trainer: Lightning Trainer arguments, and the few this package reads itself
@@ -18,6 +18,7 @@ store it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -28,7 +29,7 @@ from .serial import from_json, to_json
 from .settings import check, check_betas, check_signals
 
 __all__ = ["CheckpointSpec", "DataSpec", "LoggingSpec", "OptimSpec", "TrainSpec", "TrainerSpec", "WandbSpec",
-           "group_values"]
+           "group_values", "parse_data_part"]
 
 
 def group_values(cls: type, group: str, values: Mapping[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -71,10 +72,13 @@ class TrainSpec(_Spec):
     val_batch_size: int
     compile: bool | str              # true | false | auto (spec/runtime.resolve_compile)
     compile_min_flops: float
+    data_part: str | None            # "k/n": train on the k-th of n equal parts of the training split; None: all
 
     def __post_init__(self) -> None:
         for key in (*_TRAIN_INTEGERS, *_TRAIN_NULLABLE):
             check(f"train.{key}", getattr(self, key))
+        if self.data_part is not None:
+            parse_data_part(self.data_part)
         if self.val_schedule not in SCHEDULES:
             raise ConfigError("train.val_schedule", f"unknown schedule {self.val_schedule!r}",
                               f"use one of {', '.join(SCHEDULES)}")
@@ -84,6 +88,11 @@ class TrainSpec(_Spec):
         if self.compile == "auto" and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
                                        or threshold < 0):
             raise ConfigError("train.compile_min_flops", f"got {threshold!r}", "use a number of FLOPs >= 0, e.g. 1e12")
+
+    @property
+    def part(self) -> tuple[int, int] | None:
+        """data_part as (k, n) for the data module (data/batches.part_bounds); None: the whole split."""
+        return None if self.data_part is None else parse_data_part(self.data_part)
 
     @classmethod
     def of(cls, train: Mapping[str, Any]) -> "TrainSpec":
@@ -95,8 +104,21 @@ class TrainSpec(_Spec):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TrainSpec":
-        # A spec stored before val_early_tokens existed read every window at every validation.
-        return from_json(cls, {"val_early_tokens": None, **data})
+        # A spec stored before val_early_tokens existed read every window at every validation; one
+        # stored before data_part existed trained on the whole training split.
+        return from_json(cls, {"val_early_tokens": None, "data_part": None, **data})
+
+
+def parse_data_part(value: Any) -> tuple[int, int]:
+    """`train.data_part` "k/n" as (k, n): 1 <= k <= n, n >= 2; anything else is one line naming the field."""
+    fix = 'write "k/n" with 1 <= k <= n and n >= 2 (train.data_part=1/2 and =2/2 are two disjoint halves), or null for all'
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value) if isinstance(value, str) else None
+    if match is None:
+        raise ConfigError("train.data_part", f"{value!r} is not a part k/n", fix)
+    k, n = int(match.group(1)), int(match.group(2))
+    if not (n >= 2 and 1 <= k <= n):
+        raise ConfigError("train.data_part", f"{value!r} is not a part of the split (k must be in 1..n, n >= 2)", fix)
+    return k, n
 
 
 _TRAIN_INTEGERS = ("tokens", "batch_size", "seq_len", "grad_accum", "val_points", "val_every", "log_every",

@@ -106,7 +106,7 @@ def train(spec: JobSpec, job: JobDir, rec: Recorder, resume_from: Path | None,
     rec.write()  # what this attempt trains with, before the fit: a stop from here on leaves it on disk
     # 6. fit, resuming from the last checkpoint when a previous attempt left one
     dm = TokenDataModule(prepared, plan.seq_len, plan.micro_batch, spec.seed, spec.train.val_batch_size,
-                         grad_accum=plan.grad_accum, val_early_tokens=spec.train.val_early_tokens)
+                         grad_accum=plan.grad_accum, val_early_tokens=spec.train.val_early_tokens, part=spec.train.part)
     task = LanguageModelTask(model, spec.optim, plan.max_steps, plan.tokens_per_step,
                              torch.from_numpy(prepared.token_bytes()), spec.train.log_every,
                              compiled_loss=spec.runtime.compile, breakdown=breakdown)

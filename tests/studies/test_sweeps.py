@@ -146,7 +146,12 @@ def test_study_contents(planned):
     contexts = {(j.spec.model_name, j.spec.data.name, j.spec.train.tokens, j.spec.seed) for j in planned("input_continuum")}
     assert contexts == {("cpu_tiny", "shakespeare", 524288, s) for s in range(1, 6)} | {
         ("ladder_d64", "gutenberg", 2097152, s) for s in (1, 2, 3)}
-    seeds = {"input_continuum": {1, 2, 3, 4, 5}, "composition": {1, 2, 3, 4, 5, 6}}   # three pairs of seeds
+    # the two teams: each pair a half-1 model (odd seed) and a half-2 model (even seed), every arm
+    teams = {(j.spec.input_name, j.spec.seed, j.spec.train.data_part) for j in planned("composition_teams")}
+    assert teams == {(arm, s, "1/2" if s % 2 else "2/2") for arm in ("learned", "binary16", "gf2") for s in range(1, 7)}
+    assert {j.spec.train.data_part for j in planned("composition")} == {None}
+    seeds = {"input_continuum": {1, 2, 3, 4, 5}, "composition": {1, 2, 3, 4, 5, 6},   # three pairs of seeds
+             "composition_teams": {1, 2, 3, 4, 5, 6}}
     for name in studies.available_studies():
         assert {s for _, _, s in props(name)} == seeds.get(name, {1, 2, 3}), name
 
