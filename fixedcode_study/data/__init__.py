@@ -13,4 +13,6 @@
 - `batches`: the data order (a pure function of seed, optimizer step and slot; world-size
   invariant and resumable) and the validation windows, each labelled with its source and
   global index, as a Lightning DataModule.
+- `heldout`: a held-out vocabulary for the new-tokens protocol (issue 44): a seeded set of merged
+  tokens drawn by frequency band, and the token stream with each of them spelled as its merge's parts.
 """
