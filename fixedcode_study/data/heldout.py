@@ -11,6 +11,9 @@ bytes and the decoded text does not change by a single byte.
     spelled = spellings(held, parts)                        # id in H -> its tokens outside H
     stream = rewrite(ids, spelled)                          # the token stream without H
 
+    held, spelled = heldout_of(prepared, fraction=0.05, seed=0) # the same, for a prepared corpus
+    pretraining = without_heldout(prepared, fraction=0.05, seed=0)  # its copy without H (train.heldout_fraction)
+
 Which tokens can be held out: merged tokens (not the 256 byte tokens, not a special token) that occur
 in training; the draw takes about `fraction` of them from each of `strata` equal-sized frequency
 bands (tokens sorted by training count), so H has rare and frequent tokens alike.
@@ -19,13 +22,20 @@ bands (tokens sorted by training count), so H has rare and frequent tokens alike
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..record.atomic import atomic_dir
+from . import layout
+from .prepare import PreparedData
+from .split import unigram_val_ppl
 
 Parts = Mapping[int, tuple[int, int]]
+FIELD = "train.heldout_fraction"
+HELDOUT_DIR = "heldout"   # derived copies live in <cache>/heldout/<fraction>-<seed>/
 
 
 def merge_parts(tok) -> dict[int, tuple[int, int]]:
@@ -47,13 +57,13 @@ def draw_heldout(counts: np.ndarray, parts: Parts, fraction: float, seed: int, s
     `fraction` of each of `strata` frequency bands (round(fraction x band size), at least one per
     non-empty band), each band with numpy's default_rng([seed, band])."""
     if not 0 < fraction < 1:
-        raise ConfigError("new_tokens.fraction", f"{fraction!r} is not in (0, 1)", "hold out a share such as 0.05")
+        raise ConfigError(FIELD, f"{fraction!r} is not in (0, 1)", "hold out a share such as 0.05")
     if strata < 1:
-        raise ConfigError("new_tokens.strata", f"{strata!r} is not a positive number of bands", "use e.g. 5")
+        raise ConfigError("draw_heldout(strata)", f"{strata!r} is not a positive number of bands", "use e.g. 5")
     counts = np.asarray(counts)
     eligible = np.array(sorted(t for t in parts if t < counts.size and counts[t] > 0), dtype=np.int64)
     if eligible.size < strata:
-        raise ConfigError("new_tokens.fraction", f"only {eligible.size} merged tokens occur in training, fewer than "
+        raise ConfigError(FIELD, f"only {eligible.size} merged tokens occur in training, fewer than "
                           f"{strata} bands", "use fewer strata or a larger corpus")
     # rarest first; ties by id, so the bands are a function of the counts alone
     order = eligible[np.lexsort((eligible, counts[eligible]))]
@@ -100,3 +110,51 @@ def rewrite(ids: np.ndarray, spelled: Mapping[int, tuple[int, ...]], vocab_size:
     first_out = np.concatenate([[0], np.cumsum(n)[:-1]])
     within = np.arange(int(n.sum())) - np.repeat(first_out, n)
     return flat[np.repeat(starts[ids], n) + within]
+
+
+def heldout_of(prepared: PreparedData, fraction: float, seed: int) -> tuple[np.ndarray, dict[int, tuple[int, ...]]]:
+    """H for a prepared corpus (drawn from its tokenizer's merges and its training split's counts) and
+    each held-out token's spelling: a function of the corpus, the fraction and the seed alone, so the
+    pretraining job and the adaptation that follows it find the same set."""
+    from tokenizers import Tokenizer
+
+    parts = merge_parts(Tokenizer.from_file(str(prepared.tokenizer_path)))
+    counts, _ = prepared.train_token_counts()
+    held = draw_heldout(counts, parts, fraction, seed)
+    return held, spellings(held, parts)
+
+
+def heldout_record(held: np.ndarray, fraction: float, seed: int) -> dict:
+    """What a record says of H: the settings, its size and its ids."""
+    return {"fraction": float(fraction), "seed": int(seed), "tokens": int(held.size), "ids": [int(t) for t in held]}
+
+
+def without_heldout(prepared: PreparedData, fraction: float, seed: int) -> PreparedData:
+    """The corpus with H absent: train.bin and val.bin rewritten (each held-out token spelled with its
+    parts), the tokenizer, token bytes and held-out documents unchanged (the text is the same, byte for
+    byte, so bits per byte compare with the original's). Written once into the cache, beside the
+    corpus it derives from, atomically (jobs side by side share it); its cache_key names both."""
+    if prepared.sharded:
+        raise ConfigError(FIELD, "holding tokens out rewrites the token stream, which is done for in-memory corpora "
+                          "only (this one is pre-tokenized into shards)",
+                          "use an in-memory corpus (data=shakespeare, gutenberg or text_files), or null")
+    root = prepared.root / HELDOUT_DIR / f"{float(fraction)!r}-{int(seed)}"
+    if not (root / layout.META).is_file():
+        held, spelled = heldout_of(prepared, fraction, seed)
+        vocab = int(prepared.meta["vocab_size"])
+        with atomic_dir(root, keep_existing=True) as tmp:
+            streams = {}
+            for split, name in (("train", layout.TRAIN_TOKENS), ("val", layout.VAL_TOKENS)):
+                streams[split] = rewrite(np.asarray(prepared.tokens(split)), spelled, vocab)
+                streams[split].tofile(tmp / name)
+            for name in (layout.TOKENIZER, layout.TOKEN_BYTES, layout.VAL_DOCS):
+                if (prepared.root / name).exists():
+                    os.link(prepared.root / name, tmp / name)
+            meta = {**prepared.meta, "train_tokens": int(streams["train"].size), "val_tokens": int(streams["val"].size),
+                    "cache_key": f"{prepared.meta['cache_key']}+heldout-{float(fraction)!r}-{int(seed)}",
+                    "unigram_val_ppl": unigram_val_ppl(np.bincount(streams["train"], minlength=vocab), streams["val"]),
+                    "heldout": {**heldout_record(held, fraction, seed), "parent_cache_key": prepared.meta["cache_key"],
+                                "parent_train_tokens": int(prepared.meta["train_tokens"]),
+                                "parent_val_tokens": int(prepared.meta["val_tokens"])}}
+            (tmp / layout.META).write_text(json.dumps(meta, indent=1))
+    return PreparedData(root, json.loads((root / layout.META).read_text()))

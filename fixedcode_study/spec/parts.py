@@ -73,12 +73,16 @@ class TrainSpec(_Spec):
     compile: bool | str              # true | false | auto (spec/runtime.resolve_compile)
     compile_min_flops: float
     data_part: str | None            # "k/n": train on the k-th of n equal parts of the training split; None: all
+    heldout_fraction: float | None   # share of merged tokens held out of training (data/heldout.py); None: none
+    heldout_seed: int                # the draw of the held-out set (one set for every arm and job seed)
 
     def __post_init__(self) -> None:
         for key in (*_TRAIN_INTEGERS, *_TRAIN_NULLABLE):
             check(f"train.{key}", getattr(self, key))
         if self.data_part is not None:
             parse_data_part(self.data_part)
+        for key in ("heldout_fraction", "heldout_seed"):
+            check(f"train.{key}", getattr(self, key))
         if self.val_schedule not in SCHEDULES:
             raise ConfigError("train.val_schedule", f"unknown schedule {self.val_schedule!r}",
                               f"use one of {', '.join(SCHEDULES)}")
@@ -97,16 +101,20 @@ class TrainSpec(_Spec):
     @classmethod
     def of(cls, train: Mapping[str, Any]) -> "TrainSpec":
         v = group_values(cls, "train", train)
-        for key in (*_TRAIN_INTEGERS, *_TRAIN_NULLABLE):
+        for key in (*_TRAIN_INTEGERS, *_TRAIN_NULLABLE, "heldout_fraction", "heldout_seed"):
             check(f"train.{key}", v[key])  # as given: 5e5 is an integer, 0.5 is not
         return cls(**{**v, **{k: int(v[k]) for k in _TRAIN_INTEGERS},
-                      **{k: None if v[k] is None else int(v[k]) for k in _TRAIN_NULLABLE}})
+                      **{k: None if v[k] is None else int(v[k]) for k in _TRAIN_NULLABLE},
+                      "heldout_fraction": None if v["heldout_fraction"] is None else float(v["heldout_fraction"]),
+                      "heldout_seed": int(v["heldout_seed"])})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "TrainSpec":
         # A spec stored before val_early_tokens existed read every window at every validation; one
-        # stored before data_part existed trained on the whole training split.
-        return from_json(cls, {"val_early_tokens": None, "data_part": None, **data})
+        # stored before data_part existed trained on the whole training split, one stored before
+        # heldout_fraction existed on the whole vocabulary.
+        return from_json(cls, {"val_early_tokens": None, "data_part": None, "heldout_fraction": None,
+                               "heldout_seed": 0, **data})
 
 
 def parse_data_part(value: Any) -> tuple[int, int]:

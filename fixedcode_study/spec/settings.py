@@ -44,6 +44,8 @@ RULES: tuple[Rule, ...] = (
     ("train.val_early_tokens", lambda v: v >= 1, "a positive integer or null (every window)", True),
     ("train.log_every", lambda v: v >= 1, "an integer >= 1", True),
     ("train.val_batch_size", lambda v: v >= 1, "an integer >= 1", True),
+    ("train.heldout_fraction", lambda v: 0 < v < 1, "a share in (0, 1) such as 0.05, or null (no held-out tokens)", False),
+    ("train.heldout_seed", lambda v: 0 <= v < 2**32, "an integer in [0, 2^32)", True),
     ("optim.lr", lambda v: 0 < v < 10, "a finite number in (0, 10)", False),
     ("optim.eps", lambda v: 0 < v < 1, "a finite number in (0, 1)", False),
     ("optim.weight_decay", lambda v: 0 <= v < 10, "a finite number in [0, 10)", False),
@@ -108,4 +110,5 @@ def check_seq_len(seq_len: int, max_seq_len: int) -> None:
 
 
 _BY_FIELD = {rule[0]: rule for rule in RULES}
-_NULLABLE = {"trainer.gradient_clip_val", "data.val_fraction", "train.global_batch_tokens", "train.val_early_tokens"}
+_NULLABLE = {"trainer.gradient_clip_val", "data.val_fraction", "train.global_batch_tokens", "train.val_early_tokens",
+             "train.heldout_fraction"}

@@ -24,6 +24,7 @@ from ..accounting import parameter_groups
 from ..build import build_decoder
 from ..console import JobProgressBar, terminal_stdout
 from ..data.batches import TokenDataModule
+from ..data.heldout import without_heldout
 from ..data.prepare import PreparedData, prepare
 from ..errors import ConfigError
 from ..model import Decoder
@@ -73,6 +74,8 @@ def train(spec: JobSpec, job: JobDir, rec: Recorder, resume_from: Path | None,
     # 3. data (its [data] lines, printed only while a corpus is prepared, are ours: on the terminal)
     with terminal_stdout():
         prepared = prepare(spec.data.settings)
+        if spec.train.heldout_fraction is not None:  # the new-tokens protocol: the same text without H
+            prepared = without_heldout(prepared, spec.train.heldout_fraction, spec.train.heldout_seed)
     stored_key = ((previous or {}).get("data") or {}).get("cache_key")
     if resume_from is not None and stored_key and stored_key != prepared.meta["cache_key"]:
         raise ConfigError("data", f"the checkpoint was trained on data cache {stored_key}, this machine prepared "
@@ -80,7 +83,7 @@ def train(spec: JobSpec, job: JobDir, rec: Recorder, resume_from: Path | None,
                           "re-run with force=true to retrain on today's data")
     rec.note(data={"name": spec.data.name, **{k: prepared.meta[k] for k in (
         "vocab_size", "tokenizer_vocab_size", "train_tokens", "val_tokens", "val_bytes", "unigram_val_ppl",
-        "split", "cache_key")}})
+        "split", "cache_key")}, **({"heldout": prepared.meta["heldout"]} if "heldout" in prepared.meta else {})})
     # the final validation's loss per bucket (breakdown.py): tables from the uncompiled input
     counts, counted = prepared.train_token_counts()
     breakdown = build_breakdown(counts, counted, counts.size, plan.seq_len, model.input)

@@ -71,8 +71,69 @@ def test_the_rewritten_stream_has_no_held_out_token_and_the_same_text(corpus):
 def test_bad_requests_are_one_line_naming_the_setting(corpus):
     tok, _, _, counts = corpus
     parts = merge_parts(tok)
-    with pytest.raises(ConfigError, match=r"^new_tokens.fraction: 0 is not in \(0, 1\)"):
+    with pytest.raises(ConfigError, match=r"^train\.heldout_fraction: 0 is not in \(0, 1\)"):
         draw_heldout(counts, parts, fraction=0, seed=0)
     byte = next(t for t in range(tok.get_vocab_size()) if t not in parts and counts[t] > 0)
     with pytest.raises(ConfigError, match=rf"^new_tokens: token {byte} has no merge"):
         spellings(np.array([byte]), parts)
+
+
+# --- a prepared corpus without H: what train.heldout_fraction trains on -------------------------------
+
+@pytest.fixture(scope="module")
+def shakespeare(tmp_path_factory):
+    """The built-in corpus at test_micro's vocabulary, prepared into this module's own cache."""
+    from fixedcode_study.config import compose
+    from fixedcode_study.data.prepare import prepare
+
+    cfg = compose(["model=test_micro", f"data.cache_dir={tmp_path_factory.mktemp('cache')}"])
+    return prepare(cfg.data, progress=False)
+
+
+def test_no_pretraining_batch_holds_an_id_in_h_and_the_original_data_does(shakespeare):
+    from fixedcode_study.data.batches import TokenDataModule
+    from fixedcode_study.data.heldout import heldout_of, without_heldout
+
+    held, spelled = heldout_of(shakespeare, 0.05, seed=0)
+    pretraining = without_heldout(shakespeare, 0.05, seed=0)
+    assert held.size == pretraining.meta["heldout"]["tokens"] and pretraining.meta["heldout"]["ids"] == held.tolist()
+    seen = {}
+    for name, prepared in (("pretraining", pretraining), ("original", shakespeare)):
+        dm = TokenDataModule(prepared, 32, 16, seed=1)
+        dm.setup("fit")
+        loader = iter(dm.train_dataloader())  # what the Trainer draws: windows of seq_len + 1 tokens
+        seen[name] = int(sum(np.isin(next(loader).numpy(), held).sum() for _ in range(200)))
+        seen[name + " val"] = int(np.isin(np.asarray(prepared.tokens("val")), held).sum())
+    assert seen["pretraining"] == 0 and seen["pretraining val"] == 0
+    assert seen["original"] > 100 and seen["original val"] > 10, seen
+    # the same text, byte for byte, so bits per byte compare; the counts in meta are the rewritten ones
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(pretraining.tokenizer_path))
+    for split in ("train", "val"):
+        assert tok.decode(np.asarray(pretraining.tokens(split)).tolist()) == \
+            tok.decode(np.asarray(shakespeare.tokens(split)).tolist())
+        assert pretraining.meta[f"{split}_tokens"] == np.asarray(pretraining.tokens(split)).size
+    assert pretraining.meta["val_bytes"] == shakespeare.meta["val_bytes"]
+    assert pretraining.meta["cache_key"] == f"{shakespeare.meta['cache_key']}+heldout-0.05-0"
+    # written once: a second call reads the copy; another seed draws another set
+    assert without_heldout(shakespeare, 0.05, seed=0).root == pretraining.root
+    assert heldout_of(shakespeare, 0.05, seed=1)[0].tolist() != held.tolist()
+
+
+def test_the_spec_settings_are_one_line_errors_and_an_old_spec_held_nothing_out():
+    from fixedcode_study.config import compose
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.spec.parts import TrainSpec
+
+    for value, problem in (("0", "0 is not a share"), ("1.5", "1.5 is not a share"), ("lots", "'lots' is not a share")):
+        with pytest.raises(ConfigError, match=rf"^train\.heldout_fraction: {problem} in \(0, 1\).*; set train\.heldout"):
+            JobSpec.from_cfg(compose(["model=test_micro", f"train.heldout_fraction={value}"]))
+    with pytest.raises(ConfigError, match=r"^train\.heldout_seed: -1 is not an integer"):
+        JobSpec.from_cfg(compose(["model=test_micro", "train.heldout_fraction=0.05", "train.heldout_seed=-1"]))
+    spec = JobSpec.from_cfg(compose(["model=test_micro", "train.heldout_fraction=0.05"]))
+    assert spec.train.heldout_fraction == 0.05 and spec.train.heldout_seed == 0
+    assert spec.fingerprint["settings"]["train.heldout_fraction"] == 0.05
+    stored = spec.train.to_json()
+    del stored["heldout_fraction"], stored["heldout_seed"]  # a spec stored before the setting existed
+    assert TrainSpec.from_json(stored).heldout_fraction is None

@@ -44,12 +44,14 @@ def planned(out_root):
                 _PLANS[name, scale] = command.plan(studies.load_study(name), scale)
             except ConfigError as err:
                 # A spelling input's code is computed from the job's tokenizer (spec/vocabulary.py): at
-                # paper scale that is SmolLM2's, from the Hub, which this offline machine cannot reach.
-                if err.field != "data.tokenizer" or "\n" in str(err):
+                # paper scale that is SmolLM2's, from the Hub, which this offline machine cannot reach;
+                # at CPU scale it is trained on the shared Gutenberg sample, which a checkout may lack.
+                missing_data = err.field == "data.paths" and "no files match" in str(err)
+                if err.field != "data.tokenizer" and not missing_data or "\n" in str(err):
                     raise
                 _PLANS[name, scale] = err
         if isinstance(_PLANS[name, scale], ConfigError):
-            pytest.skip(f"{name} at {scale} scale needs its tokenizer: {_PLANS[name, scale]}")
+            pytest.skip(f"{name} at {scale} scale needs its tokenizer's data: {_PLANS[name, scale]}")
         return _PLANS[name, scale]
     return get
 
