@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("fixedcode_study.cli.evaluate", "lm-evaluation-harness on a checkpoint or a Hugging Face model"),
     "probe": ("fixedcode_study.cli.probe", "representation probes of trained models"),
     "compose": ("fixedcode_study.cli.compose", "two models combined: ensemble, stitching, loss barrier"),
+    "adapt": ("fixedcode_study.cli.adapt", "a model pretrained without some tokens learns them: curves per init"),
     "analyze": ("fixedcode_study.cli.analyze", "run directories -> tables, figures, report.md"),
     "regenerate": ("fixedcode_study.cli.regenerate", "the committed reports from their records, then the summary blocks"),
     "export": ("fixedcode_study.cli.export", "a checkpoint -> a Hugging Face folder"),

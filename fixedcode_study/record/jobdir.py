@@ -75,6 +75,9 @@ CROSS_GLOB = "probes_cross*.json"        # probes_cross-<data cache key>.json wh
 # <study>/compose/<arm>,seeds=<a>+<b>/compose.json (composition/run.py's record). Not a job: the analysis
 # reads it as one pair of models (analysis/read/compose.py).
 COMPOSE_DIR, COMPOSE_FILE = "compose", "compose.json"
+# A job's adaptation to its held-out tokens (`fixedcode adapt study=`, studies/adapted.py), beside the jobs:
+# <study>/adapt/<job_key>/adapt.json (adaptation/run.py's record).
+ADAPT_DIR, ADAPT_FILE = "adapt", "adapt.json"
 # Where conf/config.yaml's hydra.sweep.dir / hydra.run.dir put jobs: <out_root>/<root>/<name>/<job_key>/.
 STUDY_ROOTS = ("multirun", "runs")
 

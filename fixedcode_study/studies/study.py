@@ -13,6 +13,8 @@ A study file holds
   cost         notes on the cost; `fixedcode sweep <study> dry_run=true` recomputes it (studies/cost.py)
   pairs        optional: the pairs of its jobs `fixedcode compose study=<study>` composes (arms, seed
                pairs, compose settings), checked here (composition/declared.py; studies/pairs.py runs them)
+  adapt        optional: the settings `fixedcode adapt study=<study>` adapts each job with (its
+               held-out tokens: adaptation/settings.py; studies/adapted.py runs them)
 
 Why a launcher over Hydra-native `hydra.sweeper.params` configs: Hydra's basic sweeper only takes
 one Cartesian product per launch, and most studies are unions of products (a learned reference
@@ -61,6 +63,7 @@ class Study:
     cost: str = ""
     path: Path | None = None
     pairs: DeclaredPairs | None = None   # the compositions the study declares (composition/declared.py)
+    adapt: dict[str, Any] | None = None  # the adaptation settings it declares (adaptation/settings.py's keys)
 
 
 def available_studies() -> list[str]:
@@ -92,8 +95,32 @@ def load_study(name: str) -> Study:
                           f"set name: {path.stem}")
     grids = [{k: v if isinstance(v, list) else [v] for k, v in grid.items()} for grid in raw["grids"]]
     pairs = parse_pairs(raw[PAIRS_KEY], path.name) if PAIRS_KEY in raw else None
+    adapt = parse_adapt(raw[ADAPT_KEY], path.name) if ADAPT_KEY in raw else None
     return Study(raw["name"], raw["description"].strip(), dict(raw["jobs"]), grids,
-                 dict(raw.get("scales") or {}), str(raw.get("cost", "")).strip(), path, pairs)
+                 dict(raw.get("scales") or {}), str(raw.get("cost", "")).strip(), path, pairs, adapt)
+
+
+ADAPT_KEY = "adapt"
+
+
+def parse_adapt(block: Any, file_name: str) -> dict[str, Any]:
+    """A study's `adapt:` settings, checked as `fixedcode adapt` checks its own (one line naming the key)."""
+    from dataclasses import fields
+
+    from ..adaptation.settings import AdaptSettings
+
+    where = f"{file_name}:{ADAPT_KEY}"
+    if not isinstance(block, Mapping):
+        raise ConfigError(where, "expected a mapping of adaptation settings", "see fixedcode adapt --help")
+    names = [f.name for f in fields(AdaptSettings)]
+    unknown = sorted(set(block) - set(names))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}", "is not an adaptation setting", f"use one of {', '.join(names)}")
+    try:
+        AdaptSettings(**block)
+    except ConfigError as err:
+        raise ConfigError(f"{where}.{err.field}", err.problem, err.fix) from None
+    return dict(block)
 
 
 # -- turning a study into Hydra overrides ---------------------------------------------------------
