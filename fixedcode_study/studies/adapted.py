@@ -47,7 +47,7 @@ def adapt_state(job: Job, settings: AdaptSettings, out_dir: Path) -> tuple[str, 
         return TO_RUN, f"its record was computed under other settings ({', '.join(changed)})"
     model = record.get("model") or {}
     final = JobDir(job.job_dir).final_checkpoint
-    if (model.get("fingerprint") or {}).get("sha") != job.spec.fingerprint["sha"] or \
+    if model.get("fingerprint") != job.spec.fingerprint["sha"] or \
             model.get("weights_sha256") != file_sha256(weights_file(final)):
         return TO_RUN, "its record was computed from other weights of the job (retrained since)"
     return DONE, ""

@@ -115,7 +115,8 @@ def required_argv(verb: str) -> list[str]:
     """A command line that gets past the options' own checks: every required setting, plus what an
     either/or of the options needs (a model to read, a study to run)."""
     extra = {"evaluate": ["checkpoint=CKPT"], "probe": ["checkpoint=CKPT"], "generate": ["checkpoint=CKPT"],
-             "sweep": ["main"], "analyze": ["RUN_DIR"], "compose": ["a=A", "b=B"]}.get(verb, [])
+             "sweep": ["main"], "analyze": ["RUN_DIR"], "compose": ["a=A", "b=B"],
+             "adapt": ["checkpoint=CKPT"]}.get(verb, [])
     given = {a.split("=")[0] for a in extra}
     filled = [("PLACEHOLDER" if k.positional else f"{k.name}=PLACEHOLDER")
               for k in command_of(verb).keys if k.required and k.name not in given]
