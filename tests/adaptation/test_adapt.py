@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -168,30 +169,63 @@ def test_a_model_trained_on_the_whole_vocabulary_is_refused_in_one_line(root, tm
 
 
 STUDY = """name: tinyadapt
-description: two arms, held-out tokens, adapted
-jobs: {cpu: 2, paper: 2}
-adapt: {tokens: 1024, batch_size: 4, val_tokens: 1024, val_points: 3, inits: mean}
+description: two arms x two seeds, held-out tokens, adapted
+jobs: {cpu: 4, paper: 4}
+primary:
+  question: Do binary16 models end adaptation with other losses than learned ones?
+  comparisons: [binary16 - learned]
+  measures: [adapt_heldout_loss, adapt_after_heldout_loss, adapt_other_loss]
+adapt: {tokens: 1024, batch_size: 4, val_tokens: 1024, val_points: 3, inits: "mean,random"}
 grids:
   - input: [learned, binary16]
-    seed: [1]
+    seed: [1, 2]
     train.heldout_fraction: [0.05]
 """
 
 
-def test_study_adapts_each_completed_job_once(root, tmp_path):
+def test_study_adapts_each_completed_job_once_and_the_report_tests_the_declared_measures(root, tmp_path):
+    from scipy import stats as sps
+
     study = tmp_path / "tinyadapt.yaml"
     study.write_text(STUDY)
     overrides = job_overrides(root)[:-1] + [f"out_root={tmp_path / 'out'}"]
     waiting = fixedcode(["adapt", f"study={study}", "dry_run=true", *overrides], cwd=tmp_path)
-    assert waiting.returncode == 0 and "0 adapted, 0 already done, 2 waiting" in waiting.stdout, waiting.stderr
+    assert waiting.returncode == 0 and "0 adapted, 0 already done, 4 waiting" in waiting.stdout, waiting.stderr
     sweep = fixedcode(["sweep", str(study), *overrides], cwd=tmp_path)
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     first = fixedcode(["adapt", f"study={study}", *overrides], cwd=tmp_path)
-    assert first.returncode == 0 and "2 adapted, 0 already done" in first.stdout, first.stderr[-3000:]
-    records = sorted((tmp_path / "out" / "multirun" / "tinyadapt" / "adapt").glob("*/adapt.json"))
-    assert len(records) == 2
-    assert {tuple(json.loads(p.read_text())["runs"]) for p in records} == {("mean",), ("code",)}
+    assert first.returncode == 0 and "4 adapted, 0 already done" in first.stdout, first.stderr[-3000:]
+    study_dir = tmp_path / "out" / "multirun" / "tinyadapt"
+    records = {p.parent.name: json.loads(p.read_text()) for p in (study_dir / "adapt").glob("*/adapt.json")}
+    assert len(records) == 4
+    assert {tuple(r["runs"]) for r in records.values()} == {("random", "mean"), ("code",)}
     second = fixedcode(["adapt", f"study={study}", *overrides], cwd=tmp_path)
-    assert "0 adapted, 2 already done" in second.stdout
+    assert "0 adapted, 4 already done" in second.stdout
     refused = fixedcode(["adapt", f"study={study}", "tokens=5", *overrides], cwd=tmp_path)
     assert refused.returncode == 2 and refused.stderr.startswith("error: tokens: does not apply with study=")
+
+    report = tmp_path / "report"
+    analyzed = fixedcode(["analyze", str(study_dir), f"study={study}", f"out={report}"], cwd=tmp_path)
+    assert analyzed.returncode == 0, analyzed.stderr[-3000:]
+    text = (report / "report.md").read_text()
+    assert "## Learning new tokens after training" in text and "figures/adaptation_curves.png" in text
+    rows = pd.read_csv(report / "tables" / "comparisons.csv")
+    primary = rows[rows["family"] == "primary"].set_index("metric")
+    assert sorted(primary.index) == sorted(["adapt_heldout_loss", "adapt_after_heldout_loss", "adapt_other_loss"])
+    assert set(primary["comparison"]) == {"binary16 − learned"}
+
+    def final(arm: str, init: str, measure: str) -> np.ndarray:
+        by_seed = {r["model"]["seed"]: r for r in records.values() if r["model"]["input"] == arm}
+        return np.array([by_seed[s]["runs"][init]["final"][measure] for s in (1, 2)])
+
+    for measure in ("heldout_loss", "after_heldout_loss", "other_loss"):   # learned read at its mean init
+        a, b = final("binary16", "code", measure), final("learned", "mean", measure)
+        row = primary.loc[f"adapt_{measure}"]
+        assert row["test"] == "paired" and row["n_pairs"] == 2
+        assert row["delta"] == pytest.approx((a - b).mean(), abs=1e-12)
+        assert row["p_value"] == pytest.approx(sps.ttest_rel(a, b).pvalue)
+    mass = rows[rows["metric"] == "adapt_heldout_mass"]
+    assert len(mass) and mass["family"].eq("exploratory").all()
+    arms = pd.read_csv(report / "tables" / "adaptation_arms.csv").set_index(["variant", "init", "metric"])
+    random = final("learned", "random", "other_loss")
+    assert arms.loc[("learned", "random", "adapt_other_loss"), "mean"] == pytest.approx(random.mean(), abs=1e-12)

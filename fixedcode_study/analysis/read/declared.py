@@ -23,6 +23,9 @@ comparisons on the composition measures instead, with `measures:` (read/compose.
 Then each comparison on each measure is a primary row, and val bpb is exploratory in that report
 (`measure_pairs`, `measures`; `pairs` holds the comparisons on the tested metric alone). Its
 `pairs.settings` (the compose settings the study declares) are read too (`compose_settings`).
+A study that adapts its models to held-out tokens (`adapt:`, sweeps/new_tokens.yaml) declares its
+comparisons on the adaptation measures the same way (read/adapt.py PRIMARY_MEASURES), and its
+`adapt:` settings are read (`adapt_settings`).
 
 Where a report's declaration comes from, first match wins:
 1. `primary=A:B[,C:D]` on the command (a study without a file, e.g. `run -m name=dynamics ...`);
@@ -40,6 +43,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import AnalysisError
+from .adapt import PRIMARY_MEASURES as ADAPT_MEASURES
 from .compose import PRIMARY_MEASURES
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
@@ -56,6 +60,7 @@ def _sweeps_dir() -> Path:
 SWEEPS_DIR = _sweeps_dir()
 KEY, QUESTION, COMPARISONS, MEASURES = "primary", "question", "comparisons", "measures"
 PAIRS, SETTINGS = "pairs", "settings"   # the compositions a study declares (composition/declared.py checks the block)
+ADAPT = "adapt"                         # the adaptation settings a study declares (studies/study.py checks the block)
 # "a - b" or "a − b": a minus sign with a space on each side (labels hold '-' only inside words or '=')
 SEPARATOR = re.compile(r"\s+[-−]\s+")
 
@@ -70,6 +75,7 @@ class Declared:
     measure_pairs: tuple[tuple[str, str], ...] = ()   # comparisons declared on the composition measures
     measures: tuple[str, ...] = ()                     # ... those measures
     compose_settings: dict | None = None               # the compose settings a study's `pairs:` declares
+    adapt_settings: dict | None = None                 # the adaptation settings a study's `adapt:` declares
 
     @property
     def any(self) -> bool:
@@ -94,6 +100,7 @@ class StudyFile:
     measure_pairs: tuple[tuple[str, str], ...] = field(default_factory=tuple)   # on `measures`
     measures: tuple[str, ...] = field(default_factory=tuple)
     compose_settings: dict | None = None
+    adapt_settings: dict | None = None
 
     @property
     def declares(self) -> bool:
@@ -117,9 +124,10 @@ def read_study_file(path: Path) -> StudyFile:
         raise AnalysisError(f"study file {path}: unreadable ({type(exc).__name__})") from exc
     name = Path(path).stem
     settings = compose_settings(raw, Path(path).name)
+    adapting = adapt_settings(raw, Path(path).name)
     block = (raw or {}).get(KEY) if isinstance(raw, dict) else None
     if block is None:
-        return StudyFile(name, Path(path), compose_settings=settings)
+        return StudyFile(name, Path(path), compose_settings=settings, adapt_settings=adapting)
     where = f"{Path(path).name}:{KEY}"
     if not isinstance(block, dict) or not isinstance(block.get(COMPARISONS), list) or not block[COMPARISONS]:
         raise AnalysisError(f"{where}: expected {{{QUESTION}: ..., {COMPARISONS}: [A - B, ...]}} with at least one "
@@ -132,22 +140,29 @@ def read_study_file(path: Path) -> StudyFile:
         raise AnalysisError(f"{where}.{COMPARISONS}: a comparison is listed twice")
     question = " ".join(str(block.get(QUESTION) or "").split())
     if MEASURES not in block:
-        return StudyFile(name, Path(path), question, pairs, compose_settings=settings)
+        return StudyFile(name, Path(path), question, pairs, compose_settings=settings, adapt_settings=adapting)
     measures = parse_measures(block[MEASURES], f"{where}.{MEASURES}")
-    if settings is None:
+    if measures[0] in PRIMARY_MEASURES and settings is None:
         raise AnalysisError(f"{where}.{MEASURES}: the composition measures need the pairs the study composes; "
                             f"declare them in `{PAIRS}:` (sweeps/README.md)")
-    return StudyFile(name, Path(path), question, measure_pairs=pairs, measures=measures, compose_settings=settings)
+    if measures[0] in ADAPT_MEASURES and adapting is None:
+        raise AnalysisError(f"{where}.{MEASURES}: the adaptation measures need the settings the study adapts its "
+                            f"jobs with; declare them in `{ADAPT}:` (sweeps/README.md)")
+    return StudyFile(name, Path(path), question, measure_pairs=pairs, measures=measures, compose_settings=settings,
+                     adapt_settings=adapting)
 
 
 def parse_measures(value, where: str) -> tuple[str, ...]:
-    """`measures: [ensemble_gain, ...]`: composition measures a comparison may be declared primary on."""
+    """`measures: [ensemble_gain, ...]`: composition measures a comparison may be declared primary on,
+    or adaptation measures (`[adapt_heldout_loss, ...]`), one kind per study."""
+    known = f"{', '.join(PRIMARY_MEASURES)}; or the adaptation measures {', '.join(ADAPT_MEASURES)}"
     if not isinstance(value, list) or not value or not all(isinstance(m, str) for m in value):
-        raise AnalysisError(f"{where}: expected a list of composition measures ({', '.join(PRIMARY_MEASURES)})")
-    unknown = [m for m in value if m not in PRIMARY_MEASURES]
+        raise AnalysisError(f"{where}: expected a list of composition measures ({known})")
+    unknown = [m for m in value if m not in PRIMARY_MEASURES + ADAPT_MEASURES]
     if unknown:
-        raise AnalysisError(f"{where}: {unknown[0]!r} is not a composition measure; use "
-                            f"{', '.join(PRIMARY_MEASURES)}")
+        raise AnalysisError(f"{where}: {unknown[0]!r} is not a composition or adaptation measure; use {known}")
+    if len({m in ADAPT_MEASURES for m in value}) > 1:
+        raise AnalysisError(f"{where}: composition and adaptation measures are declared apart (one kind per study)")
     if len(set(value)) != len(value):
         raise AnalysisError(f"{where}: a measure is listed twice")
     return tuple(value)
@@ -163,6 +178,17 @@ def compose_settings(raw, file_name: str) -> dict | None:
     if settings is not None and not isinstance(settings, dict):
         raise AnalysisError(f"{file_name}:{PAIRS}.{SETTINGS}: expected a mapping of compose settings")
     return dict(settings or {})
+
+
+def adapt_settings(raw, file_name: str) -> dict | None:
+    """The `adapt:` mapping a study file declares; None without one. studies/study.py checks the block when
+    the study loads; here it is only read."""
+    block = raw.get(ADAPT) if isinstance(raw, dict) else None
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise AnalysisError(f"{file_name}:{ADAPT}: expected a mapping of adaptation settings")
+    return dict(block)
 
 
 def study_file(name: str, sweeps_dir: Path = SWEEPS_DIR) -> StudyFile | None:
@@ -189,9 +215,9 @@ def declared(sweeps: list[str], study: str | Path | None = None, pairs: tuple[tu
             raise AnalysisError(f"study={study}: the file declares no `{KEY}` comparisons; see sweeps/README.md")
         return Declared(found.pairs, (found.question,) if found.question else (), (f"study={study}",),
                         measure_pairs=found.measure_pairs, measures=found.measures,
-                        compose_settings=found.compose_settings)
+                        compose_settings=found.compose_settings, adapt_settings=found.adapt_settings)
     joined, questions, sources, undeclared = [], [], [], []
-    on_measures, measures, settings = [], [], None
+    on_measures, measures, settings, adapting = [], [], None, None
     for name in dict.fromkeys(str(s) for s in sweeps):
         found = study_file(name, sweeps_dir)
         if found is None or not found.declares:
@@ -201,10 +227,11 @@ def declared(sweeps: list[str], study: str | Path | None = None, pairs: tuple[tu
         on_measures += [p for p in found.measure_pairs if p not in on_measures]
         measures += [m for m in found.measures if m not in measures]
         settings = settings if settings is not None else found.compose_settings
+        adapting = adapting if adapting is not None else found.adapt_settings
         questions += [found.question] if found.question else []
         sources.append(shown_path(found.path))
     return Declared(tuple(joined), tuple(questions), tuple(sources), tuple(undeclared), tuple(on_measures),
-                    tuple(measures), settings)
+                    tuple(measures), settings, adapting)
 
 
 def every_declaration(sweeps_dir: Path = SWEEPS_DIR) -> list[StudyFile]:

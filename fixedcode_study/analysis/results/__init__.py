@@ -17,6 +17,8 @@ job's results.json and metrics.csv, read/runs.py) and everything estimated from 
 - a study's compositions (its compose records, read/compose.py): one point per pair of models and measure
   in the comparisons above, and per arm its measures, the stitch cost at each k and the barrier path
   (results/composition.py);
+- a study's adaptations to held-out tokens (its adapt records, read/adapt.py): one point per adapted job
+  and measure in the comparisons above, and per arm and init its curves and final measures;
 - a compute ladder's fits and predictions (results/scaling.py);
 - the fresh probes and samples of the included jobs (read/probes.py, read/samples.py);
 - the tested readings (results/readings.py): bucket trends and ends, size contrasts, the ladder's
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..read.adapt import AdaptData, read_adapt
 from ..read.compose import read_compose
 from ..read.declared import Declared, declared, every_declaration
 from ..read.probes import ProbeData, load_probes
@@ -107,6 +110,7 @@ class Results:
     size_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
     continuum: pd.DataFrame = field(default_factory=pd.DataFrame)  # results/continuum.py
     composition: Composition | None = None                          # results/composition.py
+    adaptation: AdaptData | None = None                             # read/adapt.py: the adapt records read
     scaling: Scaling | None = None
     probes: ProbeData | None = None
     samples: list = field(default_factory=list)
@@ -146,7 +150,11 @@ def compute(study, options: ReportOptions | None = None, probe_study=None) -> Re
     compared = results.compared
     composed = read_compose(compared, declaration.compose_settings)   # ComposeData: empty without records
     results.notes += composed.notes
-    extra = composed.points if composed.any else None
+    adapted = read_adapt(compared, declaration.adapt_settings)        # AdaptData: empty without records
+    results.notes += adapted.notes
+    results.adaptation = adapted if adapted.any else None
+    extra = [data.points for data in (composed, adapted) if data.any]
+    extra = pd.concat(extra, ignore_index=True) if extra else None
     rows, notes = comparison_rows(compared, results.plan, options.margins, results.finals,
                                   strict_primary=bool(options.primary), extra=extra)
     results.notes += notes

@@ -81,7 +81,10 @@ def family_line(results) -> str:
     if declaration.measure_pairs:   # a composition study: its comparisons on the measures of its pairs of models
         measures = ", ".join(metric_title(m) for m in declaration.measures)
         on = f"{on} and, for {len(declaration.measure_pairs)} of them, " if on else ""
-        on += f"each composition measure of the arms' pairs of models ({measures})"
+        kind = ("adaptation measure of the arms' models learning their held-out tokens"
+                if declaration.adapt_settings is not None and declaration.compose_settings is None
+                else "composition measure of the arms' pairs of models")
+        on += f"each {kind} ({measures})"
     return (f"The study declares {declaration.count} comparison(s) in {', '.join(declaration.sources)}: "
             f"{made} primary row(s) here (each declared comparison in each comparison context), on "
             f"{on}, Holm-adjusted over those rows alone (α = {ALPHA})."

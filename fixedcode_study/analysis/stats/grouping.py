@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..read.compose import is_measure as is_composition_measure, measure_title
+from ..read.adapt import is_measure as is_adapt_measure, measure_title as adapt_title
 from .metrics import lower_is_better
 
 FINAL_METRICS = ["val_ppl", "val_bpb"]
@@ -64,7 +65,8 @@ def metric_order(points: pd.DataFrame, finals: list[str] = FINAL_METRICS) -> lis
 
 
 def metric_title(metric: str) -> str:
-    shown = measure_title(metric) if is_composition_measure(metric) else DISPLAY.get(metric, metric)
+    shown = measure_title(metric) if is_composition_measure(metric) else \
+        adapt_title(metric) if is_adapt_measure(metric) else DISPLAY.get(metric, metric)
     return f"{shown} {'↓' if lower_is_better(metric) else '↑'}"
 
 

@@ -3,13 +3,15 @@
 Metric names are results.json final keys (val_bpb, val_loss_report, ...), lm-eval keys written
 ``task/metric`` (hellaswag/acc_norm, wikitext/word_perplexity), or the composition measures of a
 pair of models (ensemble_gain, stitch_cost_affine_k2, barrier: read/compose.py), named by what they
-are: a gain is better up, a cost or a barrier down, all in nats per token.
+are: a gain is better up, a cost or a barrier down, all in nats per token; or the adaptation
+measures of a model learning held-out tokens (adapt_heldout_loss, ...: read/adapt.py), all down.
 """
 
 from __future__ import annotations
 
 import math
 
+from ..read.adapt import is_measure as is_adapt_measure
 from ..read.compose import higher_is_better as composition_higher_is_better, is_measure as is_composition_measure
 
 # Fragments for which smaller is better; everything else (acc, acc_norm, f1, exact_match, ...)
@@ -26,6 +28,8 @@ def metric_name(metric: str) -> str:
 
 
 def lower_is_better(metric: str) -> bool:
+    if is_adapt_measure(metric):   # losses, and the mass new head rows take before any update (read/adapt.py)
+        return True
     if is_composition_measure(metric):
         return not composition_higher_is_better(metric)
     return any(fragment in metric.lower() for fragment in LOWER_IS_BETTER)
