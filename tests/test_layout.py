@@ -358,14 +358,16 @@ def test_each_stage_package_says_what_it_owns():
 def test_analysis_reads_the_record_without_the_training_stack():
     """fixedcode_study.analysis imports only record.jobdir, record.atomic and record.variants (the
     record's file names, its one atomic writer, which the report's files use too, and the variant's
-    name, which W&B runs carry too) and errors (the one-line ConfigError
+    name, which W&B runs carry too), adaptation.settings (what a study's `adapt:` block stands for in
+    an adapt record, which imports errors alone) and errors (the one-line ConfigError
     its options raise) from the rest of the workbench (lazy imports included): it must run where torch
     is absent. The checkout alias and the command (cli/analyze.py) import the analysis and the
     argument convention (cli/args.py, which imports errors alone) only."""
     graph = import_graph(EVERYTHING)
     allowed = {"fixedcode_study.record.jobdir", "fixedcode_study.record.atomic", "fixedcode_study.record.variants",
-               "fixedcode_study.errors"}
+               "fixedcode_study.errors", "fixedcode_study.adaptation.settings"}
     assert graph["fixedcode_study.record.variants"] == set()   # the standard library alone
+    assert graph["fixedcode_study.adaptation.settings"] == {"fixedcode_study.errors"}
     outside = {f"{name} -> {target}" for name, targets in graph.items()
                if name.startswith("fixedcode_study.analysis") for target in targets
                if not target.startswith("fixedcode_study.analysis") and target not in allowed}

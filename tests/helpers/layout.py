@@ -27,7 +27,7 @@ CHECKOUT_ALIAS = "analysis"  # the checkout's `python -m analysis` alias package
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("", "errors", "console", "hardware"), ("config",), ("inputs",), ("heads",), ("model",), ("accounting",),
     ("build",), ("record",), ("data",), ("spec",), ("evaluation",), ("probing",), ("training",),
-    ("systems",), ("hub",), ("composition",), ("studies",), ("analysis",), ("cli",),
+    ("systems",), ("hub",), ("composition", "adaptation"), ("studies",), ("analysis",), ("cli",),
 )
 # Inside fixedcode_study.analysis (its __init__, docstring only, at the bottom).
 ANALYSIS_LAYERS: tuple[tuple[str, ...], ...] = (
