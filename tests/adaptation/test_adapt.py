@@ -226,6 +226,13 @@ def test_study_adapts_each_completed_job_once_and_the_report_tests_the_declared_
         assert row["p_value"] == pytest.approx(sps.ttest_rel(a, b).pvalue)
     mass = rows[rows["metric"] == "adapt_heldout_mass"]
     assert len(mass) and mass["family"].eq("exploratory").all()
+    # forgetting without the pretraining gap: the change over the adaptation, exploratory
+    change = rows.set_index("metric").loc["adapt_other_loss_change"]
+    start = lambda arm, init: np.array([r["runs"][init]["curve"][0]["other_loss"] for r in sorted(
+        (r for r in records.values() if r["model"]["input"] == arm), key=lambda r: r["model"]["seed"])])
+    want = (final("binary16", "code", "other_loss") - start("binary16", "code")) - \
+        (final("learned", "mean", "other_loss") - start("learned", "mean"))
+    assert change["family"] == "exploratory" and change["delta"] == pytest.approx(want.mean(), abs=1e-12)
     arms = pd.read_csv(report / "tables" / "adaptation_arms.csv").set_index(["variant", "init", "metric"])
     random = final("learned", "random", "other_loss")
     assert arms.loc[("learned", "random", "adapt_other_loss"), "mean"] == pytest.approx(random.mean(), abs=1e-12)

@@ -16,6 +16,9 @@ The measures (MEASURES), each read off one run of one record, at the end of adap
   adapt_other_loss          the loss everywhere else: forgetting (down)
   adapt_heldout_mass        the probability on the held-out set at step 0, before any update (down:
                             the share the new head rows take from the tokens the model knows)
+and, exploratory, each loss's change over the adaptation (the end minus step 0, down), which leaves out
+the gap the arms bring from pretraining (the end-of-adaptation losses carry it):
+  adapt_heldout_loss_change, adapt_after_heldout_loss_change, adapt_other_loss_change (a rise: forgetting)
 A learned table adapts once per init of its new rows: the comparisons read its `mean` run (the
 reference the study declares; REFERENCE_INIT), a fixed code its one run (`code`). Every init's
 curve is in `curves`, every init's final measures in `runs`.
@@ -42,8 +45,12 @@ PREFIX = "adapt_"
 FINAL_MEASURES = ("heldout_loss", "after_heldout_loss", "other_loss")
 MEASURES = tuple(PREFIX + m for m in (*FINAL_MEASURES, "heldout_mass"))
 PRIMARY_MEASURES = MEASURES[:3]   # the mass at step 0 is exploratory: its direction is a reading, not a loss
+CHANGES = tuple(f"{PREFIX}{m}_change" for m in FINAL_MEASURES)   # exploratory: the end minus step 0
 MEASURE_TITLES = {"adapt_heldout_loss": "loss on new tokens", "adapt_after_heldout_loss": "loss after a new token",
-                  "adapt_other_loss": "loss on other tokens", "adapt_heldout_mass": "mass on new tokens at step 0"}
+                  "adapt_other_loss": "loss on other tokens", "adapt_heldout_mass": "mass on new tokens at step 0",
+                  "adapt_heldout_loss_change": "change of the loss on new tokens",
+                  "adapt_after_heldout_loss_change": "change of the loss after a new token",
+                  "adapt_other_loss_change": "change of the loss on other tokens"}
 _SKIP_DIRS = {CHECKPOINTS, WANDB_DIR, ".hydra", "__pycache__", ".git"}
 CONTEXT = ("model", "data")
 RUN_COLUMNS = ["run", "job", "variant", "input", "init", *CONTEXT, "seed", *MEASURES]
@@ -103,6 +110,9 @@ def run_measures(run: dict) -> dict[str, float]:
     out = {PREFIX + m: float(final[m]) for m in FINAL_MEASURES if final.get(m) is not None}
     if run.get("first_mass") is not None:
         out[PREFIX + "heldout_mass"] = float(run["first_mass"])
+    start = (run.get("curve") or [{}])[0]
+    out.update({f"{PREFIX}{m}_change": float(final[m]) - float(start[m]) for m in FINAL_MEASURES
+                if final.get(m) is not None and start.get("step") == 0 and start.get(m) is not None})
     return out
 
 

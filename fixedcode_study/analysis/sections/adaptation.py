@@ -38,7 +38,8 @@ def method_lines(results) -> list[str]:
         "a fixed code's as they are; the head's new rows start from one seeded draw in every arm. The measures are "
         "read over the original held-out windows at step 0 and at log-spaced steps (nats per token). The comparisons "
         f"table holds each arm against each other on each measure at the end of adaptation (learned read at its "
-        f"`{REFERENCE_INIT}` init; the mass on the held-out set at step 0), paired over seeds when the arms record "
+        f"`{REFERENCE_INIT}` init; the mass on the held-out set at step 0; and each loss's change from step 0, which "
+        f"leaves out the gap the arms bring from pretraining), paired over seeds when the arms record "
         f"common random numbers; {figure_ref(CURVES_FIGURE)} draws the curves.", ""]
 
 
