@@ -37,6 +37,7 @@ RECORD_FILES = (RESULTS_FILE, METRICS_FILE, JOB_CONFIG_FILE)
 INT_SETTINGS = ("inline_rows",)   # Committed.settings given as one number; the others are lists (pairs=, primary=)
 PROBE_FILES = (PROBES_FILE,)
 COMPOSE_FILES = (COMPOSE_FILE,)   # a composition study's records of its pairs (`fixedcode compose study=`)
+ADAPT_FILES = (ADAPT_FILE,)       # an adaptation study's records of its jobs (`fixedcode adapt study=`)
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,11 @@ def test_every_study_file_declares_a_readable_family_and_the_analysis_finds_swee
     ("primary:\n  comparisons: [a - b, a - b]\n", "a comparison is listed twice"),
     ("primary:\n  comparisons: [a - b]\n  metric: val_bpb\n", "unknown key 'metric'"),
     ("primary:\n  comparisons: [a - b]\n  measures: [barrier]\n", "need the pairs the study composes"),
-    ("pairs: {arms: [a]}\nprimary:\n  comparisons: [a - b]\n  measures: [barier]\n", "'barier' is not a composition measure"),
+    ("pairs: {arms: [a]}\nprimary:\n  comparisons: [a - b]\n  measures: [barier]\n",
+     "'barier' is not a composition or adaptation measure"),
+    ("primary:\n  comparisons: [a - b]\n  measures: [adapt_other_loss]\n", "need the settings the study adapts"),
+    ("adapt: {tokens: 1024}\npairs: {arms: [a]}\nprimary:\n  comparisons: [a - b]\n  measures: [barrier, adapt_other_loss]\n",
+     "composition and adaptation measures are declared apart"),
     ("pairs: {arms: [a]}\nprimary:\n  comparisons: [a - b]\n  measures: barrier\n", "expected a list of composition"),
 ])
 def test_a_bad_declaration_is_one_line_naming_the_field(tmp_path, text, message):

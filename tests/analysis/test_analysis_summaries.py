@@ -143,7 +143,8 @@ def test_a_composition_report_copies_its_compose_records_beside_the_jobs(tmp_pat
 def test_every_committed_report_has_a_regeneration_and_its_records_are_the_record_files():
     names = {r.name for r in summaries.report_dirs(PROJECT_ROOT)}
     assert names == set(regenerate.BY_NAME)
-    allowed = set(regenerate.RECORD_FILES + regenerate.PROBE_FILES + regenerate.COMPOSE_FILES)
+    allowed = set(regenerate.RECORD_FILES + regenerate.PROBE_FILES + regenerate.COMPOSE_FILES
+                  + regenerate.ADAPT_FILES)
     for report in summaries.report_dirs(PROJECT_ROOT):
         for path in (report / "runs").rglob("*") if (report / "runs").is_dir() else ():
             if path.is_file():
