@@ -28,15 +28,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from ...record.jobdir import ADAPT_FILE, CHECKPOINTS, WANDB_DIR
-from .records import display_path
+from ...record.jobdir import ADAPT_FILE
+from .records import display_path, files_named
 
 ADAPT_SCHEMA = 1                  # adaptation/run.py ADAPT_SCHEMA: the record this reads
 REFERENCE_INIT = "mean"           # the learned table's init the comparisons read (Hewitt's bound on the damage)
@@ -51,7 +50,6 @@ MEASURE_TITLES = {"adapt_heldout_loss": "loss on new tokens", "adapt_after_heldo
                   "adapt_heldout_loss_change": "change of the loss on new tokens",
                   "adapt_after_heldout_loss_change": "change of the loss after a new token",
                   "adapt_other_loss_change": "change of the loss on other tokens"}
-_SKIP_DIRS = {CHECKPOINTS, WANDB_DIR, ".hydra", "__pycache__", ".git"}
 CONTEXT = ("model", "data")
 RUN_COLUMNS = ["run", "job", "variant", "input", "init", *CONTEXT, "seed", *MEASURES]
 CURVE_COLUMNS = ["run", "variant", "init", *CONTEXT, "seed", "step", "tokens", *(m.removeprefix(PREFIX) for m in MEASURES)]
@@ -80,15 +78,8 @@ class AdaptData:
 
 
 def adapt_files(sources: list[str]) -> list[Path]:
-    found: set[Path] = set()
-    for source in sources:
-        if not Path(source).is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(source):
-            if ADAPT_FILE in filenames:
-                found.add((Path(dirpath) / ADAPT_FILE).resolve())
-            dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
-    return sorted(found)
+    """Every adapt.json below the run directories (job trees pruned as job discovery prunes them)."""
+    return files_named(sources, ADAPT_FILE)
 
 
 def declared_record(declared: dict | None) -> dict | None:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +44,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...record.jobdir import CHECKPOINTS, COMPOSE_FILE, WANDB_DIR
-from .records import display_path
+from ...record.jobdir import COMPOSE_FILE
+from .records import display_path, files_named
 
 COMPOSE_SCHEMA = 1                            # composition/run.py COMPOSE_SCHEMA: the record this reads
 STITCH_KINDS = ("identity", "affine")
@@ -56,7 +55,6 @@ GAINS = ("ensemble_gain", "ensemble_mixture_gain")   # up is the better directio
 MEASURE_TITLES = {"ensemble_gain": "ensemble gain", "ensemble_mixture_gain": "mixture gain",
                   "stitch_cost_identity": "stitch cost, identity", "stitch_cost_affine": "stitch cost, affine",
                   "barrier": "loss barrier"}
-_SKIP_DIRS = {CHECKPOINTS, WANDB_DIR, ".hydra", "__pycache__", ".git"}   # as job discovery prunes (read/runs.py)
 CONTEXT = ("model", "data")
 
 PAIR_COLUMNS = ["run", "variant", "input", "variant_order", *CONTEXT, "seed", "seed_a", "seed_b", "crn", "run_a",
@@ -105,15 +103,7 @@ class ComposeData:
 
 def compose_files(sources: list[str]) -> list[Path]:
     """Every compose.json below the run directories (job trees pruned as job discovery prunes them)."""
-    found: set[Path] = set()
-    for source in sources:
-        if not Path(source).is_dir():
-            continue  # a W&B source holds no files here
-        for dirpath, dirnames, filenames in os.walk(source):
-            if COMPOSE_FILE in filenames:
-                found.add((Path(dirpath) / COMPOSE_FILE).resolve())
-            dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
-    return sorted(found)
+    return files_named(sources, COMPOSE_FILE)
 
 
 def settings_difference(recorded: dict, declared: dict) -> str | None:

@@ -5,11 +5,29 @@ rule of stats/pairing.py)."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 
+from ...record.jobdir import CHECKPOINTS, WANDB_DIR
+
 CRN_SCHEME = "per_group_generators"  # results.json init.scheme of a run with common random numbers
+_SKIP_DIRS = {CHECKPOINTS, WANDB_DIR, ".hydra", "__pycache__", ".git"}   # as job discovery prunes (read/runs.py)
+
+
+def files_named(sources: list[str], name: str) -> list[Path]:
+    """Every file called `name` below the run directories (compose.json, adapt.json: the records a study
+    writes beside its jobs), job trees pruned as job discovery prunes them; sorted, each once."""
+    found: set[Path] = set()
+    for source in sources:
+        if not Path(source).is_dir():
+            continue  # a W&B source holds no files here
+        for dirpath, dirnames, filenames in os.walk(source):
+            if name in filenames:
+                found.add((Path(dirpath) / name).resolve())
+            dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
+    return sorted(found)
 
 
 def display_path(path: Path) -> str:
