@@ -86,6 +86,33 @@ def available(group: str) -> list[str]:
     return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
 
 
+def config_key_near(key: str) -> str | None:
+    """The key of conf/ that `key` (an override Hydra could not place, `train.heldout_fractoin`)
+    nearly spells, or None: a dotted key is looked up among its parent's keys in config.yaml, or
+    among the keys of any option of a group (conf/<group>/*.yaml); a top-level one among
+    config.yaml's keys and the group names. Read as plain YAML: a hint, never a compose."""
+    import difflib
+
+    import yaml
+
+    root = Path(CONFIG_DIR)
+    top = yaml.safe_load((root / "config.yaml").read_text()) or {}
+    parent, _, leaf = key.lstrip("+~").rpartition(".")
+    if not parent:
+        known = [k for k in top if k not in ("defaults", "hydra")] + [d.name for d in root.iterdir() if d.is_dir()]
+    else:
+        node: Any = top
+        for part in parent.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        known = list(node) if isinstance(node, dict) else []
+        group = root / parent
+        if not known and "." not in parent and group.is_dir():
+            for option in group.glob("*.yaml"):
+                known += [k for k in (yaml.safe_load(option.read_text()) or {}) if k != "defaults"]
+    close = difflib.get_close_matches(leaf, sorted(set(known)), n=1, cutoff=0.75)
+    return f"{parent}.{close[0]}" if close and parent else (close[0] if close else None)
+
+
 def load_option(group: str, name: str, field: str) -> dict[str, Any]:
     """conf/<group>/<name>.yaml as a plain resolved dict; `field` is the setting that named it."""
     path = Path(CONFIG_DIR) / group / f"{name}.yaml"

@@ -43,7 +43,7 @@ import types
 import typing
 from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence, Union
+from typing import Any, Callable, Literal, Mapping, Sequence, Union
 
 from ..errors import ConfigError
 
@@ -246,10 +246,25 @@ def parse(command: Command, argv: Sequence[str]) -> tuple[Any, list[str]]:
             put(open_slot(), arg)
         else:
             raise ConfigError(arg, "is not key=value", usage)
-    for key in keys:
-        if key.name not in values and key.required:
-            raise ConfigError(key.name, "missing", f"pass {key.name}=<{key.help or 'value'}>; {usage}")
-    return build(command.options, values), overrides
+    try:
+        for key in keys:
+            if key.name not in values and key.required:
+                raise ConfigError(key.name, "missing", f"pass {key.name}=<{key.help or 'value'}>; {usage}")
+        return build(command.options, values), overrides
+    except ConfigError as err:  # `chekpoint=x` went to the overrides, so checkpoint= reads as missing: say so
+        raise _misspelled(command, overrides, values) or err
+
+
+def _misspelled(command: Command, overrides: Sequence[str], given: Mapping[str, Any]) -> ConfigError | None:
+    """The first override whose key nearly spells a setting of the command not given, as its error."""
+    settings = [k.name for k in command.keys if k.name not in given]
+    for arg in overrides:
+        name = arg.partition("=")[0]
+        close = difflib.get_close_matches(name, settings, n=1, cutoff=0.75) if name.isidentifier() else []
+        if close:
+            return ConfigError(name, f"is not a setting of `fixedcode {command.name}`",
+                               f"did you mean {close[0]}=? (see fixedcode {command.name} --help)")
+    return None
 
 
 def build(cls: type, values: dict[str, Any]) -> Any:
@@ -336,6 +351,19 @@ def _override_hint(command: Command, line: str) -> str:
     close = difflib.get_close_matches(unknown[1], [k.name for k in command.keys], n=1) if unknown else []
     if close:
         return f"did you mean {close[0]}=? (a setting of `fixedcode {command.name}`: see --help)"
+    return conf_hint(line)
+
+
+def conf_hint(line: str) -> str:
+    """The fix for a Hydra error line: the conf/ key that a key Hydra could not place nearly spells
+    (`train.heldout_fractoin` -> train.heldout_fraction), else where the keys are."""
+    unknown = re.search(r"Could not override '([^']+)'", line)
+    if unknown:
+        from ..config import config_key_near
+
+        near = config_key_near(unknown[1])
+        if near:
+            return f"did you mean {near}=? (see conf/ for the groups and keys)"
     return "see conf/ for the groups and keys"
 
 

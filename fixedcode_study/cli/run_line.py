@@ -20,7 +20,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from ..errors import ConfigError
-from .args import one_line
+from .args import conf_hint, one_line
 
 HYDRA_FLAGS = {"-m", "--multirun", "-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "--resolve", "-p",
                "--package", "-i", "--info", "-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir",
@@ -69,7 +69,8 @@ def launch(task_function: Callable[[Any], Any], config_dir: str, config_name: st
         returns = hydra.multirun(config_name=config_name, task_function=task_function, overrides=overrides)
         return [ret.return_value for batch in returns for ret in batch]
     except (HydraException, OmegaConfBaseException) as err:
-        print(f"error: overrides: {one_line(err)}; see conf/ for the groups and keys", file=sys.stderr)
+        line = one_line(err)
+        print(f"error: overrides: {line}; {conf_hint(line)}", file=sys.stderr)
         sys.exit(2)
     finally:
         GlobalHydra.instance().clear()

@@ -356,3 +356,41 @@ def test_help_and_a_bad_key_load_no_model_stack(verb):
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout[-500:]
+
+
+def test_a_mistyped_setting_that_left_one_missing_is_named_as_the_typo():
+    """`fixedcode adapt chekpoint=x`: the key went to the overrides (the command takes them), so
+    checkpoint= read as missing; the error names the typo and the setting it nearly spells."""
+    with pytest.raises(ConfigError) as err:
+        parse(WITH_OVERRIDES, ["chekpoint=a", "train.lr=1"])
+    assert str(err.value) == ("chekpoint: is not a setting of `fixedcode demo`; "
+                              "did you mean checkpoint=? (see fixedcode demo --help)")
+    with pytest.raises(ConfigError, match="^checkpoint: missing"):
+        parse(WITH_OVERRIDES, ["train.lr=1", "zzz=2"])  # nothing near: the missing setting, as before
+    assert parse(WITH_OVERRIDES, ["checkpoint=a", "stesp=2"])[1] == ["stesp=2"]  # parsed: Hydra decides later
+
+
+@pytest.mark.parametrize("key, near", [("train.heldout_fractoin", "train.heldout_fraction"),
+                                       ("model.n_layre", "model.n_layer"), ("sede", "seed"),
+                                       ("checkpoint.every_step", "checkpoint.every_steps"),
+                                       ("train.zzz", None), ("no_such_key", None)])
+def test_a_conf_key_hydra_could_not_place_names_the_key_it_nearly_spells(key, near):
+    from fixedcode_study.cli.args import conf_hint
+    from fixedcode_study.config import config_key_near
+
+    assert config_key_near(key) == near
+    hint = conf_hint(f"Could not override '{key}'.")
+    assert hint == (f"did you mean {near}=? (see conf/ for the groups and keys)" if near
+                    else "see conf/ for the groups and keys")
+
+
+def test_run_with_a_mistyped_train_key_is_one_line_naming_the_key(tmp_path):
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "fixedcode_study.run", "train.heldout_fractoin=0.05",
+                          f"out_root={tmp_path}"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert line == ("error: overrides: Could not override 'train.heldout_fractoin'.; "
+                    "did you mean train.heldout_fraction=? (see conf/ for the groups and keys)")
+    assert not list(tmp_path.iterdir())  # nothing written
