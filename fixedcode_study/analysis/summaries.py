@@ -42,6 +42,7 @@ from .sections.base import BEGIN, END, wrap
 from .sections.readings import HERE, LADDER_KINDS
 from .stats.equivalence import PRIMARY
 from .tables.continuum import NAME as CONTINUUM_TABLE
+from .tables.adaptation_reading import adaptation_reading
 from .tables.composition_reading import composition_reading
 from .tables.continuum_reading import continuum_reading
 from .tables.findings import VERDICT_ORDER, findings_lines
@@ -119,6 +120,8 @@ def expected_report_blocks(report: Path) -> dict[str, list[str]]:
         out["continuum"] = continuum_reading(comparisons(report), pd.read_csv(arms) if arms.is_file() else None)
     if "composition" in present:   # sections/composition.py READING: the primary rows on the composition measures
         out["composition"] = composition_reading(comparisons(report))
+    if "adaptation" in present:   # sections/adaptation.py READING: the primary rows on the adaptation measures
+        out["adaptation"] = adaptation_reading(comparisons(report))
     for key in present:
         if key.startswith("table:"):
             md = report / "tables" / f"{key.removeprefix('table:')}.md"

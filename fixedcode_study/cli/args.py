@@ -358,12 +358,10 @@ def conf_hint(line: str) -> str:
     """The fix for a Hydra error line: the conf/ key that a key Hydra could not place nearly spells
     (`train.heldout_fractoin` -> train.heldout_fraction), else where the keys are."""
     unknown = re.search(r"Could not override '([^']+)'", line)
-    if unknown:
-        from ..config import config_key_near
-
-        near = config_key_near(unknown[1])
-        if near:
-            return f"did you mean {near}=? (see conf/ for the groups and keys)"
+    config = sys.modules.get("fixedcode_study.config")  # loaded by whatever composed: no import here (analysis)
+    near = config.config_key_near(unknown[1]) if unknown and config else None
+    if near:
+        return f"did you mean {near}=? (see conf/ for the groups and keys)"
     return "see conf/ for the groups and keys"
 
 

@@ -376,7 +376,7 @@ def test_a_mistyped_setting_that_left_one_missing_is_named_as_the_typo():
                                        ("train.zzz", None), ("no_such_key", None)])
 def test_a_conf_key_hydra_could_not_place_names_the_key_it_nearly_spells(key, near):
     from fixedcode_study.cli.args import conf_hint
-    from fixedcode_study.config import config_key_near
+    from fixedcode_study.config import config_key_near  # loaded, as by every command that composes
 
     assert config_key_near(key) == near
     hint = conf_hint(f"Could not override '{key}'.")

@@ -4,7 +4,8 @@ pretraining, per init of a learned table's new rows: a table of the measures, th
 Only for reports whose run directories hold adapt records of their jobs (read/adapt.py): every other
 report has no such section, so its files are the same as before the section existed. The comparisons
 on the measures are rows of the comparisons table (and, where the study declares them, its primary
-family and Findings); nothing here words a result.
+family and Findings); the study's question is read from those primary rows alone
+(tables/adaptation_reading.py, a generated block).
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from ..figures.curves import variant_styles
 from ..read.adapt import REFERENCE_INIT
 from ..stats.grouping import shown_context
 from ..tables.adaptation import CURVES, NAMES, arm_frame, arms_table, curve_frame, curves_table
-from .base import Part, embed, files, figure_ref, table_block
+from ..tables.adaptation_reading import adaptation_reading
+from .base import Part, embed, files, figure_ref, table_block, wrap
 
 TITLE = "Learning new tokens after training"
 TABLES = NAMES
 FIGURES = (CURVES_FIGURE,)
+READING = "adaptation"   # the generated block of the reading (analysis/summaries.py rewrites it)
 
 
 def method_lines(results) -> list[str]:
@@ -53,6 +56,10 @@ def build(results, figures_dir: Path) -> Part:
     curves = curves_table(frame, context)
     part = Part(tables={t.name: t for t in (arms, curves)})
     figure = part.add(curves_figure(frame, context, variant_styles(results.compared), figures_dir))
-    part.lines = [f"## {TITLE}", "", *method_lines(results), *table_block("Each arm and init", arms, level="###"),
-                  *embed(figure), f"The figure's numbers: {files(curves).removeprefix('Files: ')}.", ""]
+    lines = [f"## {TITLE}", "", *method_lines(results), *table_block("Each arm and init", arms, level="###"),
+             *embed(figure), f"The figure's numbers: {files(curves).removeprefix('Files: ')}.", ""]
+    reading = adaptation_reading(results.comparisons)
+    if reading:
+        lines += ["### The study's question, read from the primary rows", "", *wrap(READING, reading), ""]
+    part.lines = lines
     return part
