@@ -106,6 +106,9 @@ COMMITTED = (
     Committed("model_size"),
     Committed("composition", compose=True, ran=EPYC + "; then `fixedcode compose study=composition "
               "trainer.precision=32-true`, one process, beside other jobs (its seconds are not timings)"),
+    Committed("composition_teams", compose=True, ran="a 2-core Intel Xeon box, trainer.precision=32-true (fp32), the "
+              "sweep's default launcher (two one-thread jobs side by side); then `fixedcode compose "
+              "study=composition_teams trainer.precision=32-true`, one process"),
     Committed("new_tokens", adapt=True, ran="a 2-core Intel Xeon box, the default precision (bf16-mixed autocast on "
               "this CPU), the sweep's default launcher (two one-thread jobs side by side) beside a test suite; then "
               "`fixedcode adapt study=new_tokens`, one process (fp32)"),
