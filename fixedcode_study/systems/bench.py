@@ -40,11 +40,13 @@ from .. import accounting
 from ..errors import ConfigError
 from ..model import require_gated_mlp
 from ..spec import JobSpec
+from ..training.speed import keep_freed_memory
 from .bench_report import BENCH_VERSION, compare_with_reference, side_by_side_mfu, state_only, variant_rows
 from .fit import STEP, Setting
 from .meters import PeakMeters
 from .options import BenchOptions
 from .timing import memory_pass, parallel_row, pass_plan, resolve_schedule, resolve_settings, subjects, timed_passes
+
 
 def pick_device(arg: str) -> torch.device:
     if arg == "auto":
@@ -131,6 +133,7 @@ def run_bench(specs: Mapping[str, JobSpec], options: BenchOptions = BenchOptions
     absent). `overrides` are recorded in the report as given."""
     specs = dict(specs)
     device, chosen, reference, schedule = preflight(specs, options, reference_spec)
+    kept = keep_freed_memory()  # as every job does (training/speed.py); process-wide, so the reference too
     first = next(iter(specs.values()))
     mcfg = first.model.preset
     B, T = first.train.batch_size, first.train.seq_len
@@ -165,7 +168,7 @@ def run_bench(specs: Mapping[str, JobSpec], options: BenchOptions = BenchOptions
         "model": first.model_name,
         "architecture": mcfg.to_dict(),  # the preset; a size-matched row's own model: its flops_per_token
         "device": {"type": device.type, "name": next(iter(peak_table.values()))["device_name"],
-                   "threads": torch.get_num_threads(), "cores": os.cpu_count(),
+                   "threads": torch.get_num_threads(), "cores": os.cpu_count(), "keep_freed_memory": kept,
                    "torch": torch.__version__, "lightning": L.__version__, "python": platform.python_version()},
         "settings": [vars(st) for st in chosen],
         "precision": ",".join(dict.fromkeys(st.precision for st in chosen)),

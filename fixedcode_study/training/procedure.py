@@ -36,7 +36,7 @@ from .loggers import LongCSVLogger
 from .recorder import Recorder
 from .resume import Preempted, ResumableCheckpoint
 from .schedule import ValidationSchedule
-from .speed import apply_threads, compile_model
+from .speed import apply_threads, compile_model, keep_freed_memory
 from .task import BREAKDOWN_SUMS, BREAKDOWN_TOTAL, LanguageModelTask
 
 __all__ = ["Trained", "build_trainer", "train"]
@@ -57,7 +57,7 @@ def train(spec: JobSpec, job: JobDir, rec: Recorder, resume_from: Path | None,
     plan = spec.plan
     # 1. threads and seed (the batch plan and schedule were resolved with the spec)
     apply_threads(spec.runtime.threads)
-    rec.note(runtime=spec.runtime.record())
+    rec.note(runtime={**spec.runtime.record(), "keep_freed_memory": keep_freed_memory()})
     L.seed_everything(spec.seed, workers=True, verbose=False)
     # 2. the model, this process's one build: after seeding (its init depends on the seed only) and
     #    before the data, so a bad model fails in seconds rather than after tokenizing a corpus

@@ -6,6 +6,9 @@ ones, are benchmark numbers (fixedcode bench settings=all; docs/measurements.md)
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -120,7 +123,8 @@ def test_job_records_its_runtime(tmp_path):
         torch.set_num_threads(before)  # the rest of the session keeps its cores
     assert record["status"] == "completed"
     deterministic = record["runtime"].pop("deterministic")
-    assert record["runtime"] == {"precision": "bf16-mixed", "compile": False, "threads": 1, "accelerator": "cpu"}
+    assert record["runtime"] == {"precision": "bf16-mixed", "compile": False, "threads": 1, "accelerator": "cpu",
+                                 "keep_freed_memory": sys.platform.startswith("linux")}
     assert deterministic["bitwise"] is True and "runtime.threads (1)" in deterministic["scope"]
 
 
@@ -200,3 +204,41 @@ def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path,
     assert resumed["runtime"]["compile"] is True and resumed["runtime"]["deterministic"]["bitwise"] is True
     assert resumed["final"] == reference.record["final"]
     assert metric_rows(job) == metric_rows(whole / "job")
+
+
+def test_keeping_freed_memory_sets_glibcs_malloc_once_and_can_be_left_alone():
+    """training/speed.py keep_freed_memory: mallopt's three settings on glibc (each returns 1), once
+    per process; FIXEDCODE_KEEP_FREED_MEMORY=0 leaves malloc as it is. A process of its own each
+    time, as the setting is process-wide."""
+    import subprocess
+
+    code = ("from fixedcode_study.training.speed import keep_freed_memory as k; "
+            "print(k(), k(), k.cache_info().misses)")
+    for env, expected in (({}, f"{sys.platform.startswith('linux')} {sys.platform.startswith('linux')} 1"),
+                          ({"FIXEDCODE_KEEP_FREED_MEMORY": "0"}, "False False 1")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, **env})
+        assert out.stdout.strip() == expected, out.stderr
+
+
+def test_keeping_freed_memory_moves_no_number(tmp_path):
+    """The same job with malloc as glibc leaves it and with freed memory kept: every metric and the
+    final validation bitwise equal (only where memory comes from changes)."""
+    import json
+    import subprocess
+
+    from tests.helpers.distributed import TINY
+
+    finals, curves = [], []
+    for keep in ("1", "0"):
+        out = subprocess.run([sys.executable, "-m", "fixedcode_study.run", *TINY, "threads=1",
+                              f"out_root={tmp_path / keep}"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=600, env={**os.environ, "FIXEDCODE_KEEP_FREED_MEMORY": keep})
+        assert out.returncode == 0, out.stderr[-2000:]
+        (results,) = (tmp_path / keep).rglob("results.json")
+        record = json.loads(results.read_text())
+        assert record["runtime"]["keep_freed_memory"] is (keep == "1" and sys.platform.startswith("linux"))
+        finals.append(record["final"])
+        curves.append([line for line in (results.parent / "metrics.csv").read_text().splitlines()
+                       if "/loss" in line or "val_" in line])
+    assert finals[0] == finals[1] and curves[0] == curves[1] and curves[0]
