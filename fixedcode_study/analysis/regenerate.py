@@ -163,16 +163,12 @@ def copy_records(report: Committed, sources: list[Path], root: Path = PROJECT_RO
             for folder in (source, source.parent):
                 for cross in folder.glob(CROSS_GLOB):
                     shutil.copy2(cross, root / report.runs / cross.name)
-        if report.compose:   # the study's compose records, as `fixedcode compose study=` lays them out
-            for record in sorted(source.glob(f"{COMPOSE_DIR}/*/{COMPOSE_FILE}")):
-                into = root / report.runs / COMPOSE_DIR / record.parent.name
+        # the records a study writes beside its jobs, as `fixedcode compose/adapt study=` lay them out
+        for reads, folder, name in ((report.compose, COMPOSE_DIR, COMPOSE_FILE), (report.adapt, ADAPT_DIR, ADAPT_FILE)):
+            for record in sorted(source.glob(f"{folder}/*/{name}")) if reads else ():
+                into = root / report.runs / folder / record.parent.name
                 into.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(record, into / COMPOSE_FILE)
-        if report.adapt:   # the study's adapt records, as `fixedcode adapt study=` lays them out
-            for record in sorted(source.glob(f"{ADAPT_DIR}/*/{ADAPT_FILE}")):
-                into = root / report.runs / ADAPT_DIR / record.parent.name
-                into.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(record, into / ADAPT_FILE)
+                shutil.copy2(record, into / name)
     if not copied:
         raise AnalysisError(f"copy_from: no job of sweep {' or '.join(sorted(wanted))} under "
                             f"{', '.join(map(str, sources))} ({RESULTS_FILE} `sweep`)")
