@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
 from ..spec.runtime import COMPILE_CHOICES, THREADS_ENV, resolve_compile, resolve_threads
 
 if TYPE_CHECKING:
@@ -83,7 +84,11 @@ def apply_threads(threads: int) -> int:
 def keep_freed_memory() -> bool:
     """Keep this process's freed memory in malloc's heap (module docstring, `memory`): True when set,
     False where the libc is not glibc (macOS, musl) or FIXEDCODE_KEEP_FREED_MEMORY=0. Once per process."""
-    if os.environ.get(KEEP_FREED_MEMORY_ENV, "1") == "0" or not sys.platform.startswith("linux"):
+    setting = os.environ.get(KEEP_FREED_MEMORY_ENV, "1").strip().lower()
+    if setting not in ("1", "0", "true", "false"):
+        raise ConfigError(KEEP_FREED_MEMORY_ENV, f"got {setting!r}", "set it to 1 (keep, the default) or 0 "
+                          "(leave malloc as it is)")
+    if setting in ("0", "false") or not sys.platform.startswith("linux"):
         return False
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt

@@ -219,6 +219,10 @@ def test_keeping_freed_memory_sets_glibcs_malloc_once_and_can_be_left_alone():
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={**os.environ, **env})
         assert out.stdout.strip() == expected, out.stderr
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "FIXEDCODE_KEEP_FREED_MEMORY": "no"})
+    assert out.returncode != 0 and out.stderr.strip().splitlines()[-1].endswith(
+        "FIXEDCODE_KEEP_FREED_MEMORY: got 'no'; set it to 1 (keep, the default) or 0 (leave malloc as it is)")
 
 
 def test_keeping_freed_memory_moves_no_number(tmp_path):
