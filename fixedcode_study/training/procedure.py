@@ -32,6 +32,7 @@ from ..record import atomic
 from ..record.jobdir import JobDir
 from ..spec import JobSpec
 from .breakdown import build_breakdown
+from .compile_turns import CompileTurns
 from .loggers import LongCSVLogger
 from .recorder import Recorder
 from .resume import Preempted, ResumableCheckpoint
@@ -95,7 +96,9 @@ def train(spec: JobSpec, job: JobDir, rec: Recorder, resume_from: Path | None,
         job, every_steps=ckpt.every_steps, grad_accum=plan.grad_accum, keep_every_steps=ckpt.keep_every_steps,
         preempt_signals=ckpt.preempt_signals, fingerprint=dict(spec.fingerprint), spec=spec.to_text(),
         after_save=rec.sync_history)
-    trainer = build_trainer(spec, job.path, [checkpointer])
+    # compiled jobs side by side take turns at the steps that compile (compile_turns.py)
+    turns = [CompileTurns()] if spec.runtime.compile else []
+    trainer = build_trainer(spec, job.path, [checkpointer, *turns])
     _refuse_reexec_in_sweep(trainer)
     is_zero = trainer.is_global_zero
     if _spawns_workers(trainer):

@@ -1,0 +1,107 @@
+"""The compile turn (training/compile_turns.py) is held exactly at the steps that compile: a fit's
+first training step, and each validation whose batch count is new to the fit; another holder makes
+the job wait, and a failing step gives the turn back."""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from fixedcode_study.training.compile_turns import CompileTurns, turn_lock_path
+
+
+def _held_elsewhere(path: Path) -> bool:
+    """Whether another open file holds the lock (a second open() conflicts with flock even in-process)."""
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+
+
+class Probe(L.LightningModule):
+    """A linear model that notes, at each step, whether the turn is held."""
+
+    def __init__(self, path: Path, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+        self.path, self.fail_at = path, fail_at
+        self.train_held: list[bool] = []
+        self.val_held: list[tuple[int, bool]] = []
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        if self.fail_at is not None and self.global_step == self.fail_at:
+            raise RuntimeError("planted")
+        self.train_held.append(_held_elsewhere(self.path))
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.layer(x), y)
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        if batch_idx == 0:
+            self.val_held.append((int(self.trainer.num_val_batches[0]), _held_elsewhere(self.path)))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _loader(n: int) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    return DataLoader(TensorDataset(torch.randn(n, 4, generator=g), torch.randn(n, 1, generator=g)), batch_size=2)
+
+
+def _trainer(turns: CompileTurns, steps: int) -> L.Trainer:
+    return L.Trainer(max_steps=steps, val_check_interval=2, check_val_every_n_epoch=None, logger=False,
+                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                     num_sanity_val_steps=0, accelerator="cpu", callbacks=[turns])
+
+
+def test_the_turn_is_held_at_the_first_step_and_at_each_new_validation_length(tmp_path: Path) -> None:
+    path = tmp_path / "turn.lock"
+    module, turns = Probe(path), CompileTurns(path)
+    trainer = _trainer(turns, steps=6)
+    trainer.fit(module, train_dataloaders=_loader(40), val_dataloaders=_loader(6))
+    assert module.train_held == [True, False, False, False, False, False]
+    assert module.val_held == [(3, True), (3, False), (3, False)]   # validations at steps 2, 4, 6
+    trainer.validate(module, dataloaders=_loader(10), verbose=False)  # a new length: 5 batches
+    trainer.validate(module, dataloaders=_loader(10), verbose=False)
+    assert module.val_held[3:] == [(5, True), (5, False)]
+    assert not _held_elsewhere(path) and turns.waited == 0.0
+
+
+def test_a_job_waits_while_another_holds_the_turn(tmp_path: Path) -> None:
+    path = tmp_path / "turn.lock"
+    other = open(path, "a+")
+    fcntl.flock(other, fcntl.LOCK_EX)
+    release = threading.Timer(0.3, lambda: (fcntl.flock(other, fcntl.LOCK_UN), other.close()))
+    release.start()
+    module, turns = Probe(path), CompileTurns(path)
+    _trainer(turns, steps=2).fit(module, train_dataloaders=_loader(8), val_dataloaders=_loader(4))
+    release.join()
+    assert turns.waited > 0.0 and module.train_held[0]
+    assert not _held_elsewhere(path)
+
+
+def test_a_failing_first_step_gives_the_turn_back(tmp_path: Path) -> None:
+    path = tmp_path / "turn.lock"
+    module, turns = Probe(path, fail_at=0), CompileTurns(path)
+    with pytest.raises(RuntimeError, match="planted"):
+        _trainer(turns, steps=2).fit(module, train_dataloaders=_loader(8), val_dataloaders=_loader(4))
+    assert not _held_elsewhere(path)
+
+
+def test_the_turn_lives_in_the_inductor_cache_the_jobs_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    assert turn_lock_path() == tmp_path / "inductor" / "fixedcode-compile.lock"
+    turns = CompileTurns()
+    turns._take("check")  # the folder is made; nothing else holds it: no wait
+    assert _held_elsewhere(turn_lock_path()) and turns.waited == 0.0
+    turns._give()
+    assert not _held_elsewhere(turn_lock_path())
