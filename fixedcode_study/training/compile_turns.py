@@ -13,10 +13,19 @@ The turn is an flock on one file in inductor's cache folder (TORCHINDUCTOR_CACHE
 by exactly the jobs that share that cache, in any process; the kernel releases it when its holder
 exits, also when it is killed. It only orders work in time: no number changes. A filesystem without
 flock compiles unserialised, as before.
+
+A warm cache needs no turn: loading compiled kernels takes seconds, and waiting on each other would
+cost the warm run what taking turns saves a cold one. So a job that finished one of those moments
+leaves a marker beside the lock, named by what decides the graphs it compiled (`graph_key`: the
+model as built, batch shape, precision, threads, torch's version) and the moment; a later job with
+the same key passes that moment without the turn. A key that is too coarse or too fine costs time,
+never a number: the turn decides only who waits.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from pathlib import Path
@@ -24,7 +33,7 @@ from typing import IO, Any
 
 import lightning as L
 
-__all__ = ["CompileTurns", "turn_lock_path"]
+__all__ = ["CompileTurns", "graph_key", "turn_lock_path"]
 
 log = logging.getLogger(__name__)
 
@@ -38,24 +47,43 @@ def turn_lock_path() -> Path:
     return Path(cache_dir()) / LOCK_NAME
 
 
+def graph_key(spec: Any) -> str:
+    """What decides the graphs a job compiles (spec.JobSpec): its model as built (input, head and
+    architecture), batch shapes, precision, threads and torch's version; not its seed or data."""
+    import torch
+
+    model = spec.to_json()["model"]
+    decides = {"model": model, "micro_batch": spec.plan.micro_batch, "seq_len": spec.plan.seq_len,
+               "val_batch_size": spec.train.val_batch_size, "precision": spec.runtime.precision,
+               "threads": spec.runtime.threads, "per_block": spec.runtime.compile_per_block, "torch": torch.__version__}
+    return hashlib.sha256(json.dumps(decides, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 class CompileTurns(L.Callback):
     """Hold the compile turn over a fit's first training step and over every validation whose
-    batch count this fit has not validated before (module docstring)."""
+    batch count this fit has not validated before, unless a job of the same `graph_key` has
+    passed that moment with this cache before (module docstring)."""
 
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path
+    def __init__(self, key: str, path: Path | None = None) -> None:
+        self.key, self.path = key, path
         self._held: IO[Any] | None = None
+        self._moment: str | None = None  # the moment the turn is held for, marked when it ends well
         self._trained = False
         self._validated: set[tuple[int, ...]] = set()
         self.waited = 0.0  # seconds this job waited for another job's turn
 
     # -- the turn -----------------------------------------------------------------------------------
-    def _take(self, what: str) -> None:
+    def _marker(self, moment: str) -> Path:
+        return (self.path or turn_lock_path()).parent / f"fixedcode-compiled-{self.key}-{moment}"
+
+    def _take(self, moment: str, what: str) -> None:
         import fcntl
 
         if self._held is not None:
             return
         path = self.path or turn_lock_path()
+        if self._marker(moment).exists():
+            return  # compiled in this cache before: loading needs no turn
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fh = open(path, "a+")
@@ -76,13 +104,18 @@ class CompileTurns(L.Callback):
         except OSError:  # no flock on this filesystem: compile unserialised
             fh.close()
             return
-        self._held = fh
+        self._held, self._moment = fh, moment
 
-    def _give(self) -> None:
+    def _give(self, done: bool = True) -> None:
         import fcntl
 
-        fh, self._held = self._held, None
+        fh, moment, self._held, self._moment = self._held, self._moment, None, None
         if fh is not None:
+            if done and moment is not None:
+                try:
+                    self._marker(moment).touch()
+                except OSError:
+                    pass
             try:
                 fcntl.flock(fh, fcntl.LOCK_UN)
             finally:
@@ -92,7 +125,7 @@ class CompileTurns(L.Callback):
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
                              batch_idx: int) -> None:
         if not self._trained:
-            self._take("first training step")
+            self._take("train", "first training step")
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
@@ -103,13 +136,13 @@ class CompileTurns(L.Callback):
         batches = tuple(int(n) for n in trainer.num_val_batches)
         if batches not in self._validated:
             self._validated.add(batches)
-            self._take("first validation of this length")
+            self._take("validate-" + "-".join(map(str, batches)), "first validation of this length")
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._give()
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        self._give()
+        self._give(done=False)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        self._give()
+        self._give(done=False)

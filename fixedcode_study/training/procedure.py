@@ -32,7 +32,7 @@ from ..record import atomic
 from ..record.jobdir import JobDir
 from ..spec import JobSpec
 from .breakdown import build_breakdown
-from .compile_turns import CompileTurns
+from .compile_turns import CompileTurns, graph_key
 from .loggers import LongCSVLogger
 from .recorder import Recorder
 from .resume import Preempted, ResumableCheckpoint
@@ -97,7 +97,7 @@ def train(spec: JobSpec, job: JobDir, rec: Recorder, resume_from: Path | None,
         preempt_signals=ckpt.preempt_signals, fingerprint=dict(spec.fingerprint), spec=spec.to_text(),
         after_save=rec.sync_history)
     # compiled jobs side by side take turns at the steps that compile (compile_turns.py)
-    turns = [CompileTurns()] if spec.runtime.compile else []
+    turns = [CompileTurns(graph_key(spec))] if spec.runtime.compile else []
     trainer = build_trainer(spec, job.path, [checkpointer, *turns])
     _refuse_reexec_in_sweep(trainer)
     is_zero = trainer.is_global_zero

@@ -1,6 +1,7 @@
 """The compile turn (training/compile_turns.py) is held exactly at the steps that compile: a fit's
-first training step, and each validation whose batch count is new to the fit; another holder makes
-the job wait, and a failing step gives the turn back."""
+first training step, and each validation whose batch count is new to the fit, unless a job with the
+same graph key passed them with this cache before; another holder makes the job wait, and a failing
+step gives the turn back and marks nothing."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def _trainer(turns: CompileTurns, steps: int) -> L.Trainer:
 
 def test_the_turn_is_held_at_the_first_step_and_at_each_new_validation_length(tmp_path: Path) -> None:
     path = tmp_path / "turn.lock"
-    module, turns = Probe(path), CompileTurns(path)
+    module, turns = Probe(path), CompileTurns("k", path)
     trainer = _trainer(turns, steps=6)
     trainer.fit(module, train_dataloaders=_loader(40), val_dataloaders=_loader(6))
     assert module.train_held == [True, False, False, False, False, False]
@@ -76,13 +77,25 @@ def test_the_turn_is_held_at_the_first_step_and_at_each_new_validation_length(tm
     assert not _held_elsewhere(path) and turns.waited == 0.0
 
 
+def test_a_job_whose_graphs_compiled_in_this_cache_before_takes_no_turn(tmp_path: Path) -> None:
+    path = tmp_path / "turn.lock"
+    _trainer(CompileTurns("k", path), steps=2).fit(Probe(path), train_dataloaders=_loader(8), val_dataloaders=_loader(4))
+    assert sorted(p.name for p in tmp_path.glob("fixedcode-compiled-*")) == [
+        "fixedcode-compiled-k-train", "fixedcode-compiled-k-validate-2"]
+    again, other = Probe(path), Probe(path)  # the same key: warm, no turn; another key: its own turns
+    _trainer(CompileTurns("k", path), steps=2).fit(again, train_dataloaders=_loader(8), val_dataloaders=_loader(4))
+    _trainer(CompileTurns("j", path), steps=2).fit(other, train_dataloaders=_loader(8), val_dataloaders=_loader(4))
+    assert again.train_held == [False, False] and again.val_held == [(2, False)]
+    assert other.train_held == [True, False] and other.val_held == [(2, True)]
+
+
 def test_a_job_waits_while_another_holds_the_turn(tmp_path: Path) -> None:
     path = tmp_path / "turn.lock"
     other = open(path, "a+")
     fcntl.flock(other, fcntl.LOCK_EX)
     release = threading.Timer(0.3, lambda: (fcntl.flock(other, fcntl.LOCK_UN), other.close()))
     release.start()
-    module, turns = Probe(path), CompileTurns(path)
+    module, turns = Probe(path), CompileTurns("k", path)
     _trainer(turns, steps=2).fit(module, train_dataloaders=_loader(8), val_dataloaders=_loader(4))
     release.join()
     assert turns.waited > 0.0 and module.train_held[0]
@@ -91,17 +104,31 @@ def test_a_job_waits_while_another_holds_the_turn(tmp_path: Path) -> None:
 
 def test_a_failing_first_step_gives_the_turn_back(tmp_path: Path) -> None:
     path = tmp_path / "turn.lock"
-    module, turns = Probe(path, fail_at=0), CompileTurns(path)
+    module, turns = Probe(path, fail_at=0), CompileTurns("k", path)
     with pytest.raises(RuntimeError, match="planted"):
         _trainer(turns, steps=2).fit(module, train_dataloaders=_loader(8), val_dataloaders=_loader(4))
     assert not _held_elsewhere(path)
+    assert not list(tmp_path.glob("fixedcode-compiled-*"))  # a failed step marks nothing compiled
 
 
 def test_the_turn_lives_in_the_inductor_cache_the_jobs_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     assert turn_lock_path() == tmp_path / "inductor" / "fixedcode-compile.lock"
-    turns = CompileTurns()
-    turns._take("check")  # the folder is made; nothing else holds it: no wait
+    turns = CompileTurns("k")
+    turns._take("check", "check")  # the folder is made; nothing else holds it: no wait
     assert _held_elsewhere(turn_lock_path()) and turns.waited == 0.0
     turns._give()
     assert not _held_elsewhere(turn_lock_path())
+
+
+def test_the_graph_key_follows_the_graphs_not_the_seed_or_data() -> None:
+    from fixedcode_study.config import compose
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.training.compile_turns import graph_key
+
+    def key(*overrides: str) -> str:
+        return graph_key(JobSpec.from_cfg(compose(["model=test_micro", *overrides])))
+
+    base = key()
+    assert key("seed=7") == base and key("train.tokens=4096") == base
+    assert key("input=binary16") != base and key("train.batch_size=3") != base and key("threads=1") != key("threads=3")
