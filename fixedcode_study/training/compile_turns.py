@@ -12,7 +12,8 @@ in docs/measurements.md (the first command).
 The turn is an flock on one file in inductor's cache folder (TORCHINDUCTOR_CACHE_DIR), so it is shared
 by exactly the jobs that share that cache, in any process; the kernel releases it when its holder
 exits, also when it is killed. It only orders work in time: no number changes. A filesystem without
-flock compiles unserialised, as before.
+flock compiles unserialised, as before. Only a job of one process takes turns (training/procedure.py):
+a rank of a multi-process job waiting for the turn would hold up its peers' collectives.
 
 A warm cache needs no turn: loading compiled kernels takes seconds, and waiting on each other would
 cost the warm run what taking turns saves a cold one. So a job that finished one of those moments
@@ -37,7 +38,7 @@ __all__ = ["CompileTurns", "graph_key", "turn_lock_path"]
 
 log = logging.getLogger(__name__)
 
-LOCK_NAME = "fixedcode-compile.lock"
+LOCK_NAME = "fixedcode-compile-turn"  # an flock file (not named .lock: that is a job directory's)
 
 
 def turn_lock_path() -> Path:
@@ -92,6 +93,7 @@ class CompileTurns(L.Callback):
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            log.info("waiting for another job's compile before the %s (the turn: %s)", what, path)
             t0 = time.perf_counter()
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX)

@@ -22,7 +22,7 @@ from hydra.utils import instantiate
 
 from ..accounting import parameter_groups
 from ..build import build_decoder
-from ..console import JobProgressBar, terminal_stdout
+from ..console import terminal_stdout
 from ..data.batches import TokenDataModule
 from ..data.heldout import without_heldout
 from ..data.prepare import PreparedData, prepare
@@ -33,6 +33,7 @@ from ..record.jobdir import JobDir
 from ..spec import JobSpec
 from .breakdown import build_breakdown
 from .compile_turns import CompileTurns, graph_key
+from .progress import JobProgressBar
 from .loggers import LongCSVLogger
 from .recorder import Recorder
 from .resume import Preempted, ResumableCheckpoint
@@ -96,8 +97,9 @@ def train(spec: JobSpec, job: JobDir, rec: Recorder, resume_from: Path | None,
         job, every_steps=ckpt.every_steps, grad_accum=plan.grad_accum, keep_every_steps=ckpt.keep_every_steps,
         preempt_signals=ckpt.preempt_signals, fingerprint=dict(spec.fingerprint), spec=spec.to_text(),
         after_save=rec.sync_history)
-    # compiled jobs side by side take turns at the steps that compile (compile_turns.py)
-    turns = [CompileTurns(graph_key(spec))] if spec.runtime.compile else []
+    # compiled jobs side by side take turns at the steps that compile (compile_turns.py); one process
+    # per job only: a rank waiting for the turn would hold up its peers' collectives, and they its own
+    turns = [CompileTurns(graph_key(spec))] if spec.runtime.compile and spec.plan.world == 1 else []
     trainer = build_trainer(spec, job.path, [checkpointer, *turns])
     _refuse_reexec_in_sweep(trainer)
     is_zero = trainer.is_global_zero

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import threading
+import time
 from pathlib import Path
 
 import lightning as L
@@ -113,7 +114,7 @@ def test_a_failing_first_step_gives_the_turn_back(tmp_path: Path) -> None:
 
 def test_the_turn_lives_in_the_inductor_cache_the_jobs_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    assert turn_lock_path() == tmp_path / "inductor" / "fixedcode-compile.lock"
+    assert turn_lock_path() == tmp_path / "inductor" / "fixedcode-compile-turn"
     turns = CompileTurns("k")
     turns._take("check", "check")  # the folder is made; nothing else holds it: no wait
     assert _held_elsewhere(turn_lock_path()) and turns.waited == 0.0
@@ -132,3 +133,43 @@ def test_the_graph_key_follows_the_graphs_not_the_seed_or_data() -> None:
     base = key()
     assert key("seed=7") == base and key("train.tokens=4096") == base
     assert key("input=binary16") != base and key("train.batch_size=3") != base and key("threads=1") != key("threads=3")
+
+
+@pytest.mark.slow
+def test_a_compiled_job_waits_for_the_turn_then_marks_its_graphs_compiled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A real compiled job (test_micro, train.compile=true) in its own inductor cache: it waits while
+    another holder has the turn, completes, and leaves the markers a later job of its graph key reads."""
+    from fixedcode_study.config import compose
+    from fixedcode_study.spec import JobSpec
+    from fixedcode_study.training.compile_turns import graph_key
+    from fixedcode_study.training.job import run_job
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    spec = JobSpec.from_cfg(compose(["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8",
+                                     "train.val_points=2", "train.compile=true", "threads=1", f"out_root={tmp_path}"]))
+    lock = turn_lock_path()
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    other = open(lock, "a+")
+    fcntl.flock(other, fcntl.LOCK_EX)
+    caplog.set_level("INFO", logger="fixedcode_study.training.compile_turns")
+
+    def release_once_waiting() -> None:  # the holder gives the turn up once the job says it waits
+        while not any("waiting for another job's compile" in r.getMessage() for r in list(caplog.records)):
+            time.sleep(0.05)
+        fcntl.flock(other, fcntl.LOCK_UN)
+        other.close()
+
+    release = threading.Thread(target=release_once_waiting, daemon=True)
+    release.start()
+    before = torch.get_num_threads()
+    try:
+        record = run_job(spec, tmp_path / "job").record
+    finally:
+        torch.set_num_threads(before)
+        release.join(timeout=5)
+    assert record["status"] == "completed" and record["runtime"]["compile"] is True
+    assert "waited" in caplog.text and "for another job's compile before the first training step" in caplog.text
+    key = graph_key(spec)
+    marks = sorted(p.name.removeprefix(f"fixedcode-compiled-{key}-") for p in lock.parent.glob(f"fixedcode-compiled-{key}-*"))
+    assert marks[0] == "train" and len(marks) > 1 and all(m.startswith("validate-") for m in marks[1:]), marks
