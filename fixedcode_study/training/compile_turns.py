@@ -70,7 +70,7 @@ class CompileTurns(L.Callback):
         self._held: IO[Any] | None = None
         self._moment: str | None = None  # the moment the turn is held for, marked when it ends well
         self._trained = False
-        self._validated: set[tuple[int, ...]] = set()
+        self._validated: set[str] = set()
         self.waited = 0.0  # seconds this job waited for another job's turn
 
     # -- the turn -----------------------------------------------------------------------------------
@@ -135,10 +135,10 @@ class CompileTurns(L.Callback):
         self._give()
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        batches = tuple(int(n) for n in trainer.num_val_batches)
+        batches = "-".join(str(n) for n in trainer.num_val_batches)  # per loader (inf: no length)
         if batches not in self._validated:
             self._validated.add(batches)
-            self._take("validate-" + "-".join(map(str, batches)), "first validation of this length")
+            self._take(f"validate-{batches}", "first validation of this length")
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._give()
