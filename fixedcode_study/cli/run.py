@@ -37,11 +37,12 @@ from .run_line import check_flags, launch
 
 
 def say(message: str, err: bool = False, log: bool = True) -> None:  # the terminal, also inside a job
-    from lightning.fabric.utilities.rank_zero import rank_zero_only
-
     from ..console import say as tell
 
-    if rank_zero_only.rank == 0:  # ranks > 0 of a distributed job run this too; one voice is enough
+    # Ranks > 0 of a distributed job run this too; one voice is enough. A process that has not
+    # loaded Lightning runs no rank (a sweep's own process): it is not imported for this (5 s).
+    rank_zero = sys.modules.get("lightning.fabric.utilities.rank_zero")
+    if rank_zero is None or rank_zero.rank_zero_only.rank == 0:
         tell(message, err=err, log=log)
 
 
