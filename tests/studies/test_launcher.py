@@ -173,7 +173,10 @@ def _wandb_matches_metrics(job: Path, res: dict) -> bool:
 
 @pytest.mark.slow
 def test_sigterm_and_kill9_of_the_sweep_leave_preempted_jobs_that_a_rerun_resumes(tmp_path):
-    args = ["-m", "seed=1,2,3", "model=test_micro", "logger=wandb", "train.tokens=65536", "train.batch_size=8",
+    # 2^18 tokens: each job trains for tens of seconds, so both are still training when both have
+    # checkpointed, even when one worker starts seconds after the other on a loaded machine (at 2^16
+    # the first job could finish before the second's first checkpoint, and the signal found it done)
+    args = ["-m", "seed=1,2,3", "model=test_micro", "logger=wandb", "train.tokens=262144", "train.batch_size=8",
             "checkpoint.every_steps=4", f"out_root={tmp_path}", "hydra/launcher=parallel"]
     root = tmp_path / "multirun" / "main"
 
