@@ -5,7 +5,8 @@
     python benchmarks/first_command.py --keep DIR        # leave the clone and its outputs in DIR
 
 Cold means what a new machine has: a `git clone` of HEAD (committed files only), and empty folders
-for the token cache (FIXEDCODE_CACHE), torch inductor's on-disk cache (TORCHINDUCTOR_CACHE_DIR), W&B
+for the token cache (FIXEDCODE_CACHE), torch inductor's on-disk cache (TORCHINDUCTOR_CACHE_DIR), the
+temp folder (TMPDIR: inductor's precompiled C++ header lives there, outside its cache folder), W&B
 and Hugging Face. The installed packages are reused (the install is timed on its own: README). The
 command is the README's, run from the clone's root exactly as written:
 
@@ -37,7 +38,11 @@ COMMAND = [sys.executable, "-m", "fixedcode_study.run", "-m", "input=learned,bin
 CACHE_VARS = {"FIXEDCODE_CACHE": "fixedcode_cache", "TORCHINDUCTOR_CACHE_DIR": "inductor",
               "TRITON_CACHE_DIR": "triton", "WANDB_DIR": "wandb", "WANDB_CACHE_DIR": "wandb_cache",
               "WANDB_CONFIG_DIR": "wandb_config", "WANDB_DATA_DIR": "wandb_data", "HF_HOME": "hf_home",
-              "XDG_CACHE_HOME": "xdg_cache", "MPLCONFIGDIR": "matplotlib"}
+              "XDG_CACHE_HOME": "xdg_cache", "MPLCONFIGDIR": "matplotlib",
+              # Inductor keeps its precompiled C++ header (~150 MB, built once per machine) under the temp
+              # folder, not TORCHINDUCTOR_CACHE_DIR (torch/_inductor/codecache.py _HEADER_DIR): a run that
+              # only emptied the inductor cache still found the header an earlier run had built.
+              "TMPDIR": "tmp"}
 
 
 def _cpu() -> str:
