@@ -157,12 +157,36 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gqa: bool) -> t
     is several times slower in bf16 than in fp32 (its backward especially: 12.6 vs 2.2 ms per call
     at cpu_tiny), and fp32 scores are the accurate choice anyway. Autocast would cast the inputs to
     bf16 whatever their dtype (q and k arrive in fp32 from the fp32 rotary tables, v in bf16), so it
-    is switched off around the call. fp32 runs and GPUs are untouched (there bf16 attention is fast).
+    is kept out of it. fp32 runs and GPUs are untouched (there bf16 attention is fast).
+
+    Without grouped-query heads that is done by calling the kernel F.scaled_dot_product_attention
+    picks for these inputs, torch's CPU flash kernel, directly: autocast has no rule for it, so it
+    runs on the fp32 inputs as given, and the numbers are the same to the bit. Switching autocast
+    off instead (kept for grouped-query heads) puts an autocast region into the compiled graph,
+    which AOTAutograd's cache refuses ("Unsupported call_function target _enter_autocast"), so
+    every job traced and partitioned the model's graphs again, 2-3 s a job with a warm cache.
     """
     if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+        q, k, v = q.float(), k.float(), v.float()
+        if not gqa and _flash_takes(q, k, v):
+            return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True)[0]
         with torch.autocast("cpu", enabled=False):
-            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, enable_gqa=gqa)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+
+
+def _flash_takes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether F.scaled_dot_product_attention would pick the CPU flash kernel for these fp32 inputs
+    (no mask, no dropout): 4-d, one head size, unit stride in the last dimension, flash not switched
+    off (torch.backends.cuda.enable_flash_sdp, which governs the CPU kernel too). Otherwise it falls
+    back to its math kernel, and so does `attention`."""
+    return (q.dim() == k.dim() == v.dim() == 4 and q.shape[-1] == k.shape[-1] == v.shape[-1]
+            and q.stride(-1) == k.stride(-1) == v.stride(-1) == 1 and _flash_enabled())
+
+
+@torch.compiler.assume_constant_result  # a bool dynamo cannot trace: read when the graph is traced
+def _flash_enabled() -> bool:
+    return torch.backends.cuda.flash_sdp_enabled()
 
 
 class CausalSelfAttention(nn.Module):

@@ -95,6 +95,65 @@ def test_cpu_attention_scores_stay_fp32_under_bf16_autocast():
     assert torch.equal(attention(q, k, v, gqa=False), F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
 
+def test_cpu_attention_matches_torch_to_the_bit_forward_and_backward_whichever_kernel_torch_picks():
+    """Without grouped-query heads, `attention` calls torch's CPU flash kernel itself; it must be the
+    kernel F.scaled_dot_product_attention picks, in values and gradients, and follow it to the math
+    kernel where flash is switched off."""
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=g, requires_grad=True) for _ in range(3))
+    up = torch.randn(2, 4, 16, 8, generator=g)
+
+    def run(fn, autocast: bool):
+        for t in (q, k, v):
+            t.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = fn()
+        y.backward(up)  # outside autocast, as Lightning's bf16-mixed plugin runs it
+        return y.detach(), [t.grad.clone() for t in (q, k, v)]
+
+    for flash in (True, False):
+        before = torch.backends.cuda.flash_sdp_enabled()
+        torch.backends.cuda.enable_flash_sdp(flash)
+        try:
+            ours = run(lambda: attention(q, k, v, gqa=False), autocast=True)
+            torch_s = run(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), autocast=False)
+        finally:
+            torch.backends.cuda.enable_flash_sdp(before)
+        assert torch.equal(ours[0], torch_s[0]) and all(torch.equal(a, b) for a, b in zip(ours[1], torch_s[1]))
+    # Grouped-query heads keep torch's own path (autocast off around it).
+    kv = torch.randn(2, 2, 16, 8, generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = attention(q.detach(), kv, kv, gqa=True)
+    assert torch.equal(y, F.scaled_dot_product_attention(q.detach(), kv, kv, is_causal=True, enable_gqa=True))
+
+
+def test_compiled_cpu_attention_has_no_autocast_region_and_no_graph_break():
+    """An autocast region inside a compiled graph makes AOTAutograd's cache refuse the graph
+    ("Unsupported call_function target _enter_autocast"), so every job traced and partitioned the
+    model again: 2-3 s a job with a warm cache. The graph dynamo hands its backend is checked here;
+    fullgraph=True fails on a graph break (a bool torch.* call inside the traced code was one)."""
+    from fixedcode_study.model import CausalSelfAttention, ModelConfig
+
+    seen: list[str] = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(node.target) for node in gm.graph.nodes)
+        return gm.forward
+
+    cfg = ModelConfig(vocab_size=64, n_layer=1, n_head=4, d_model=32, d_ff=64, max_seq_len=16)
+    layer = CausalSelfAttention(cfg)
+    x = torch.randn(2, 16, 32)
+    cos, sin = torch.ones(16, 8), torch.zeros(16, 8)  # (T, head_dim): rotation by 0
+    torch._dynamo.reset()
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.compile(layer, backend=backend, fullgraph=True)(x, cos, sin).sum().backward()
+    finally:
+        torch._dynamo.reset()
+    assert any("flash_attention_for_cpu" in target for target in seen), seen
+    assert not any("autocast" in target for target in seen), [t for t in seen if "autocast" in t]
+
+
 def test_bf16_mixed_step_runs_matmuls_in_bf16_and_the_loss_in_fp32():
     cfg = compose([*TINY, "trainer.precision=bf16-mixed"])
     spec = JobSpec.from_cfg(cfg)
