@@ -176,12 +176,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gqa: bool) -> t
 
 
 def _flash_takes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether F.scaled_dot_product_attention would pick the CPU flash kernel for these fp32 inputs
-    (no mask, no dropout): 4-d, one head size, unit stride in the last dimension, flash not switched
-    off (torch.backends.cuda.enable_flash_sdp, which governs the CPU kernel too). Otherwise it falls
-    back to its math kernel, and so does `attention`."""
-    return (q.dim() == k.dim() == v.dim() == 4 and q.shape[-1] == k.shape[-1] == v.shape[-1]
-            and q.stride(-1) == k.stride(-1) == v.stride(-1) == 1 and _flash_enabled())
+    """Whether F.scaled_dot_product_attention would pick the CPU flash kernel for `attention`'s inputs
+    (4-d, one head size, no mask, no dropout): unit stride in the last dimension, and flash not
+    switched off (torch.backends.cuda.enable_flash_sdp, which governs the CPU kernel too). Otherwise
+    it falls back to its math kernel, and so does `attention`."""
+    return q.stride(-1) == k.stride(-1) == v.stride(-1) == 1 and _flash_enabled()
 
 
 @torch.compiler.assume_constant_result  # a bool dynamo cannot trace: read when the graph is traced
