@@ -45,6 +45,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..record.atomic import atomic_dir
+from ..turns import give_turn, take_turn
 from . import layout
 from .corpus import IN_MEMORY_SOURCES, Document, load_documents
 from .split import IN_MEMORY_KEY_RULE, SHARDED_KEY_RULE, Split, key_settings, unigram_val_ppl
@@ -346,25 +347,21 @@ def _check_split(cfg: Mapping[str, Any], prepared: PreparedData) -> PreparedData
 
 @contextmanager
 def _building(cache: Path, progress: bool) -> Iterator[None]:
-    """Hold the lock file beside `cache` (.<name>.lock) while building it; wait for another holder.
-    flock: released when the holder exits, also when it is killed, so no stale lock survives."""
-    import fcntl
+    """Hold the turn to build `cache` (the lock file .<name>.lock beside it, turns.py) while building
+    it, waiting for another process that holds it; unserialised where the filesystem has no flock."""
+    def waiting() -> None:
+        if progress:
+            print(f"[data] waiting for another process that is preparing {cache}", flush=True)
 
     cache.parent.mkdir(parents=True, exist_ok=True)
     with open(layout.build_lock(cache), "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if progress:
-                print(f"[data] waiting for another process that is preparing {cache}", flush=True)
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        except OSError:  # a filesystem without flock (some Lustre mounts): build unserialised, as before
+        if take_turn(fh, waiting) is None:
             yield
             return
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            give_turn(fh)
 
 
 def _prepare_in_memory(cfg: Mapping[str, Any], plan: InMemoryPlan, progress: bool) -> PreparedData:

@@ -9,7 +9,7 @@ what another compiles. Taking turns, one job compiles with every core inductor's
 can get while the others wait, then they load its kernels from inductor's on-disk cache: measured
 in docs/measurements.md (the first command).
 
-The turn is an flock on one file in inductor's cache folder (TORCHINDUCTOR_CACHE_DIR), so it is shared
+The turn is an flock (turns.py) on one file in inductor's cache folder (TORCHINDUCTOR_CACHE_DIR), so it is shared
 by exactly the jobs that share that cache, in any process; the kernel releases it when its holder
 exits, also when it is killed. It only orders work in time: no number changes. A filesystem without
 flock compiles unserialised, as before. Only a job of one process takes turns (training/procedure.py):
@@ -28,11 +28,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from pathlib import Path
 from typing import IO, Any
 
 import lightning as L
+
+from ..turns import give_turn, take_turn
 
 __all__ = ["CompileTurns", "graph_key", "turn_lock_path"]
 
@@ -78,8 +79,6 @@ class CompileTurns(L.Callback):
         return (self.path or turn_lock_path()).parent / f"fixedcode-compiled-{self.key}-{moment}"
 
     def _take(self, moment: str, what: str) -> None:
-        import fcntl
-
         if self._held is not None:
             return
         path = self.path or turn_lock_path()
@@ -91,26 +90,20 @@ class CompileTurns(L.Callback):
         except OSError:
             return
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("waiting for another job's compile before the %s (the turn: %s)", what, path)
-            t0 = time.perf_counter()
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX)
-            except BaseException:  # a preemption signal while waiting: nothing held
-                fh.close()
-                raise
-            waited = time.perf_counter() - t0
-            self.waited += waited
-            log.info("waited %.1f s for another job's compile before the %s", waited, what)
-        except OSError:  # no flock on this filesystem: compile unserialised
+            waited = take_turn(fh, lambda: log.info("waiting for another job's compile before the %s (the turn: %s)",
+                                                    what, path))
+        except BaseException:  # a preemption signal while waiting: nothing held
+            fh.close()
+            raise
+        if waited is None:  # no flock on this filesystem: compile unserialised
             fh.close()
             return
+        if waited:
+            self.waited += waited
+            log.info("waited %.1f s for another job's compile before the %s", waited, what)
         self._held, self._moment = fh, moment
 
     def _give(self, done: bool = True) -> None:
-        import fcntl
-
         fh, moment, self._held, self._moment = self._held, self._moment, None, None
         if fh is not None:
             if done and moment is not None:
@@ -119,7 +112,7 @@ class CompileTurns(L.Callback):
                 except OSError:
                     pass
             try:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                give_turn(fh)
             finally:
                 fh.close()
 

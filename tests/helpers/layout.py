@@ -25,7 +25,7 @@ CHECKOUT_ALIAS = "analysis"  # the checkout's `python -m analysis` alias package
 # Lowest first; a module may import from its own tier or below. fixedcode_study itself (__init__)
 # sits at the bottom: it must import nothing.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "errors", "console", "hardware"), ("config",), ("inputs",), ("heads",), ("model",), ("accounting",),
+    ("", "errors", "console", "hardware", "turns"), ("config",), ("inputs",), ("heads",), ("model",), ("accounting",),
     ("build",), ("record",), ("data",), ("spec",), ("evaluation",), ("probing",), ("training",),
     ("systems",), ("hub",), ("composition", "adaptation"), ("studies",), ("analysis",), ("cli",),
 )
