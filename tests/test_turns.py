@@ -11,27 +11,16 @@ from pathlib import Path
 import pytest
 
 from fixedcode_study.turns import give_turn, take_turn
-
-
-def _free(path: Path) -> bool:
-    """Whether another open file could take the turn now (flock conflicts between open files even
-    in one process)."""
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return True
+from helpers.locks import held_elsewhere
 
 
 def test_a_free_turn_is_taken_at_once_and_held_until_given(tmp_path: Path) -> None:
     path, said = tmp_path / "turn", []
     with open(path, "a+") as fh:
         assert take_turn(fh, lambda: said.append("waiting")) == 0.0
-        assert not _free(path) and said == []
+        assert held_elsewhere(path) and said == []
         give_turn(fh)
-        assert _free(path)
+        assert not held_elsewhere(path)
 
 
 def test_a_held_turn_is_waited_for_and_the_wait_is_said_and_timed(tmp_path: Path) -> None:
@@ -41,11 +30,11 @@ def test_a_held_turn_is_waited_for_and_the_wait_is_said_and_timed(tmp_path: Path
     release = threading.Timer(0.3, lambda: (fcntl.flock(other, fcntl.LOCK_UN), other.close()))
     release.start()
     with open(path, "a+") as fh:
-        waited = take_turn(fh, lambda: said.append(_free(path)))
+        waited = take_turn(fh, lambda: said.append(held_elsewhere(path)))
         release.join()
-        assert said == [False]  # said once, before the wait, while the other still held it
+        assert said == [True]  # said once, before the wait, while the other still held it
         assert waited is not None and waited >= 0.2
-        assert not _free(path)
+        assert held_elsewhere(path)
         give_turn(fh)
 
 
@@ -59,4 +48,4 @@ def test_without_flock_the_turn_is_skipped_and_nothing_is_held(tmp_path: Path, m
         monkeypatch.setattr(fcntl, "flock", no_locks)
         assert take_turn(fh, lambda: said.append("waiting")) is None
         monkeypatch.undo()
-        assert said == [] and _free(path)
+        assert said == [] and not held_elsewhere(path)

@@ -16,17 +16,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from fixedcode_study.training.compile_turns import CompileTurns, turn_lock_path
-
-
-def _held_elsewhere(path: Path) -> bool:
-    """Whether another open file holds the lock (a second open() conflicts with flock even in-process)."""
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return False
+from helpers.locks import held_elsewhere
 
 
 class Probe(L.LightningModule):
@@ -42,13 +32,13 @@ class Probe(L.LightningModule):
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         if self.fail_at is not None and self.global_step == self.fail_at:
             raise RuntimeError("planted")
-        self.train_held.append(_held_elsewhere(self.path))
+        self.train_held.append(held_elsewhere(self.path))
         x, y = batch
         return torch.nn.functional.mse_loss(self.layer(x), y)
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         if batch_idx == 0:
-            self.val_held.append((int(self.trainer.num_val_batches[0]), _held_elsewhere(self.path)))
+            self.val_held.append((int(self.trainer.num_val_batches[0]), held_elsewhere(self.path)))
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -75,7 +65,7 @@ def test_the_turn_is_held_at_the_first_step_and_at_each_new_validation_length(tm
     trainer.validate(module, dataloaders=_loader(10), verbose=False)  # a new length: 5 batches
     trainer.validate(module, dataloaders=_loader(10), verbose=False)
     assert module.val_held[3:] == [(5, True), (5, False)]
-    assert not _held_elsewhere(path) and turns.waited == 0.0
+    assert not held_elsewhere(path) and turns.waited == 0.0
 
 
 def test_a_job_whose_graphs_compiled_in_this_cache_before_takes_no_turn(tmp_path: Path) -> None:
@@ -100,7 +90,7 @@ def test_a_job_waits_while_another_holds_the_turn(tmp_path: Path) -> None:
     _trainer(turns, steps=2).fit(module, train_dataloaders=_loader(8), val_dataloaders=_loader(4))
     release.join()
     assert turns.waited > 0.0 and module.train_held[0]
-    assert not _held_elsewhere(path)
+    assert not held_elsewhere(path)
 
 
 def test_a_failing_first_step_gives_the_turn_back(tmp_path: Path) -> None:
@@ -108,7 +98,7 @@ def test_a_failing_first_step_gives_the_turn_back(tmp_path: Path) -> None:
     module, turns = Probe(path, fail_at=0), CompileTurns("k", path)
     with pytest.raises(RuntimeError, match="planted"):
         _trainer(turns, steps=2).fit(module, train_dataloaders=_loader(8), val_dataloaders=_loader(4))
-    assert not _held_elsewhere(path)
+    assert not held_elsewhere(path)
     assert not list(tmp_path.glob("fixedcode-compiled-*"))  # a failed step marks nothing compiled
 
 
@@ -117,9 +107,9 @@ def test_the_turn_lives_in_the_inductor_cache_the_jobs_share(tmp_path: Path, mon
     assert turn_lock_path() == tmp_path / "inductor" / "fixedcode-compile-turn"
     turns = CompileTurns("k")
     turns._take("check", "check")  # the folder is made; nothing else holds it: no wait
-    assert _held_elsewhere(turn_lock_path()) and turns.waited == 0.0
+    assert held_elsewhere(turn_lock_path()) and turns.waited == 0.0
     turns._give()
-    assert not _held_elsewhere(turn_lock_path())
+    assert not held_elsewhere(turn_lock_path())
 
 
 def test_the_graph_key_follows_the_graphs_not_the_seed_or_data() -> None:
