@@ -42,9 +42,14 @@ MODULES: dict[str, Path] = {name: _path(name, source) for name, source in SOURCE
 assert all(path.exists() for path in MODULES.values())
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_every_module_imports(module):
-    importlib.import_module(module)
+def test_every_module_imports():
+    failed = {}
+    for module in sorted(MODULES):
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001 - every failing module is listed, not the first
+            failed[module] = f"{type(error).__name__}: {error}"
+    assert not failed, failed
 
 
 # --- The executable layout rules (tests/helpers/layout.py), on the real tree ---------------------
@@ -347,12 +352,6 @@ def test_every_declared_script_resolves_to_a_callable():
     for script, target in scripts.items():
         module, attr = target.split(":")
         assert callable(getattr(importlib.import_module(module), attr)), script
-
-
-def test_each_stage_package_says_what_it_owns():
-    for package in ("inputs", "data", "training", "record", "evaluation", "systems"):
-        doc = importlib.import_module(f"fixedcode_study.{package}").__doc__
-        assert doc and len(doc.strip().splitlines()) >= 3, package
 
 
 def test_analysis_reads_the_record_without_the_training_stack():

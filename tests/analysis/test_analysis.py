@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers, 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root until pyproject adds it
 
 from helpers import analysis as fx
+from helpers.analysis import md_rows
 
 from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.stats.equivalence import verdict
@@ -43,11 +44,6 @@ from fixedcode_study.analysis.read.wandb import history_to_curves, results_from_
 REPO = Path(__file__).resolve().parents[2]
 PM = "±"
 
-
-def md_rows(path: Path) -> list[list[str]]:
-    """Markdown table body rows as cell lists (header and alignment rows dropped)."""
-    lines = [ln for ln in path.read_text().splitlines() if ln.startswith("|")]
-    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[2:]]
 
 
 def run_cli(args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:

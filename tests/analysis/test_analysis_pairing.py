@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import analysis as fx
+from helpers.analysis import md_rows
 
 from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.figures.curves import included_curve
@@ -34,10 +35,6 @@ from fixedcode_study.analysis.stats.pairing import (
 
 REPO = Path(__file__).resolve().parents[2]
 
-
-def md_rows(path: Path) -> list[list[str]]:
-    lines = [ln for ln in path.read_text().splitlines() if ln.startswith("|")]
-    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[2:]]
 
 
 def arm(values: dict[int, float], crn: bool | dict[int, bool] = True) -> pd.DataFrame:

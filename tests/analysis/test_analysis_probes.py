@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers, 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import analysis as fx
+from helpers.analysis import md_rows
 
 from fixedcode_study.analysis.figures.probes import probe_training_figure
 from fixedcode_study.analysis.read.runs import load_run_dirs
@@ -195,10 +196,6 @@ def build_probed_study(root: Path) -> Path:
     write_cross(sweep, subjects)
     return sweep
 
-
-def md_rows(path: Path) -> list[list[str]]:
-    lines = [ln for ln in path.read_text().splitlines() if ln.startswith("|")]
-    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[2:]]
 
 
 @pytest.fixture(scope="module")

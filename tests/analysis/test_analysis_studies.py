@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from helpers import analysis as fx
+from helpers.analysis import md_rows
 
 from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.figures.style import style_context
@@ -35,10 +36,6 @@ from fixedcode_study.analysis.stats.tuning import grid as tuning_grid
 
 PM = "±"
 
-
-def md_rows(path: Path) -> list[list[str]]:
-    lines = [ln for ln in path.read_text().splitlines() if ln.startswith("|")]
-    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[2:]]
 
 
 # ---------------------------------------------------------------- tuned arms

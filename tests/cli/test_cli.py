@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,6 @@ from typing import Literal
 
 import pytest
 
-import fixedcode_study
 from fixedcode_study.cli import args as cliargs
 from fixedcode_study.cli.__main__ import COMMANDS
 from fixedcode_study.cli.args import POSITIONAL, Command, help_text, parse, run_command
@@ -70,24 +68,6 @@ def test_every_verb_is_one_module_with_main_and_options_unless_its_command_line_
             assert getattr(command, "COMMAND", None) is None, verb
         else:
             assert command.COMMAND.name == verb and dataclasses.is_dataclass(command.COMMAND.options), verb
-        assert verb in fixedcode_study.__doc__, verb
-
-
-REMOVED_ALIASES = ("bench", "bench_input", "bench_output", "describe", "eval_tasks", "evaluate", "export",
-                   "generate", "lm_eval_model", "pretokenize", "probe", "sweep", "analysis/__main__")
-
-
-def test_the_aliases_are_gone_and_the_kept_spellings_remain():
-    """`fixedcode <verb>` and `python -m fixedcode_study <verb>` are the spellings; of the old ones only
-    `python -m fixedcode_study.run` (the study's own command) and `python -m analysis` (a checkout) stay."""
-    package = ROOT / "fixedcode_study"
-    for name in REMOVED_ALIASES:
-        assert not (package / f"{name}.py").exists(), name
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"fixedcode": "fixedcode_study.cli.__main__:main"}
-    assert (package / "run.py").exists() and (package / "__main__.py").exists()
-    assert (ROOT / "analysis" / "__main__.py").exists()
-    assert "## Release notes" in (ROOT / "docs" / "commands.md").read_text()
 
 
 # --- every command: --help, a bad key, a bad value, a --flag -------------------------------------
@@ -262,30 +242,26 @@ def test_parse_passes_every_other_key_value_through_as_hydra_overrides():
                          "data.paths=[a/*,b/*]", "train.lr=1e-3"]
 
 
-@pytest.mark.parametrize("command, argv, message", [
-    (DEMO, ["checkpoint=a", "checkpoint=b"], "checkpoint: given twice; pass it once"),
-    (DEMO, ["steps=3"], "checkpoint: missing; pass checkpoint=<checkpoint folder>; see fixedcode demo --help"),
-    (DEMO, ["checkpoint=a", "steps=three"], "steps: 'three' is not an integer; pass steps=<int>"),
-    (DEMO, ["checkpoint=a", "rate=fast"], "rate: 'fast' is not a number; pass rate=<float>"),
-    (DEMO, ["checkpoint=a", "verify=perhaps"],
-     "verify: 'perhaps' is not true or false; pass verify=true or verify=false"),
-    (DEMO, ["checkpoint=a", "device=tpu"], "device: 'tpu' is not one of auto, cpu, cuda; pass device=<one of them>"),
-    (DEMO, ["checkpoint=a", "steps=0"], "steps: 0 is too few; pass steps>=1"),  # the library's own check
-    (DEMO, ["checkpoint=a", "colour=red"],
-     "colour: is not a setting of `fixedcode demo`; see fixedcode demo --help (a folder named like a setting is "
-     "written ./colour=red)"),
-    (DEMO, ["checkpoint=a", "--steps", "3"],
-     "--steps: is not an option of `fixedcode demo`: settings are key=value; pass steps=..."),
-    (DEMO, ["checkpoint=a", "--verify"],
-     "--verify: is not an option of `fixedcode demo`: settings are key=value; pass verify=true"),
-    (DEMO, ["checkpoint=a", "--colour=red"],
-     "--colour: is not an option of `fixedcode demo`; settings are key=value; see fixedcode demo --help"),
-    (WITH_OVERRIDES, ["checkpoint=a", "workers=-"], "workers: '-' is not an integer; pass workers=<int>"),
+# (command line, the field the error names first, what its fix spells)
+@pytest.mark.parametrize("command, argv, field, fix", [
+    (DEMO, ["checkpoint=a", "checkpoint=b"], "checkpoint", "once"),
+    (DEMO, ["steps=3"], "checkpoint", "checkpoint="),
+    (DEMO, ["checkpoint=a", "steps=three"], "steps", "steps=<int>"),
+    (DEMO, ["checkpoint=a", "rate=fast"], "rate", "rate=<float>"),
+    (DEMO, ["checkpoint=a", "verify=perhaps"], "verify", "verify=true"),
+    (DEMO, ["checkpoint=a", "device=tpu"], "device", "auto, cpu, cuda"),
+    (DEMO, ["checkpoint=a", "steps=0"], "steps", "steps>=1"),  # the library's own check
+    (DEMO, ["checkpoint=a", "colour=red"], "colour", "./colour=red"),
+    (DEMO, ["checkpoint=a", "--steps", "3"], "--steps", "steps="),
+    (DEMO, ["checkpoint=a", "--verify"], "--verify", "verify=true"),
+    (DEMO, ["checkpoint=a", "--colour=red"], "--colour", "--help"),
+    (WITH_OVERRIDES, ["checkpoint=a", "workers=-"], "workers", "workers=<int>"),
 ])
-def test_parse_errors_are_one_line_naming_the_key(command, argv, message):
+def test_parse_errors_are_one_line_naming_the_key(command, argv, field, fix):
     with pytest.raises(ConfigError) as err:
         parse(command, argv)
-    assert str(err.value) == message
+    message = str(err.value)
+    assert "\n" not in message and message.split(": ")[0] == field and fix in message, message
 
 
 def test_help_text_is_the_docstring_and_one_line_per_setting_from_the_fields():
@@ -318,9 +294,8 @@ def test_run_command_help_errors_and_exit_codes(capsys):
     assert capsys.readouterr().out.startswith("`fixedcode demo`")
     assert run_command(DEMO, ["checkpoint=a"], body) == 0  # None is success
     assert run_command(DEMO, ["checkpoint=a", "steps=5"], body) == 3  # the body's own code passes through
-    for argv, line in ((["checkpoint=a", "steps=0"], "error: steps: 0 is too few; pass steps>=1"),
-                       (["steps=x"], "error: steps: 'x' is not an integer; pass steps=<int>"),
-                       (["checkpoint=a", "steps=2"], "error: overrides: Could not override 'no_such_key'.")):
+    for argv, line in ((["checkpoint=a", "steps=0"], "error: steps: "), (["steps=x"], "error: steps: "),
+                       (["checkpoint=a", "steps=2"], "error: overrides: ")):  # Hydra's error, named as overrides
         capsys.readouterr()
         assert run_command(DEMO, argv, body) == 2
         (printed,) = capsys.readouterr().err.strip().splitlines()
@@ -363,8 +338,7 @@ def test_a_mistyped_setting_that_left_one_missing_is_named_as_the_typo():
     checkpoint= read as missing; the error names the typo and the setting it nearly spells."""
     with pytest.raises(ConfigError) as err:
         parse(WITH_OVERRIDES, ["chekpoint=a", "train.lr=1"])
-    assert str(err.value) == ("chekpoint: is not a setting of `fixedcode demo`; "
-                              "did you mean checkpoint=? (see fixedcode demo --help)")
+    assert str(err.value).split(": ")[0] == "chekpoint" and "did you mean checkpoint=?" in str(err.value)
     with pytest.raises(ConfigError, match="^checkpoint: missing"):
         parse(WITH_OVERRIDES, ["train.lr=1", "zzz=2"])  # nothing near: the missing setting, as before
     assert parse(WITH_OVERRIDES, ["checkpoint=a", "stesp=2"])[1] == ["stesp=2"]  # parsed: Hydra decides later
@@ -391,6 +365,5 @@ def test_run_with_a_mistyped_train_key_is_one_line_naming_the_key(tmp_path):
                           f"out_root={tmp_path}"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
-    assert line == ("error: overrides: Could not override 'train.heldout_fractoin'.; "
-                    "did you mean train.heldout_fraction=? (see conf/ for the groups and keys)")
+    assert "train.heldout_fractoin" in line and "did you mean train.heldout_fraction=?" in line, line
     assert not list(tmp_path.iterdir())  # nothing written

@@ -151,5 +151,5 @@ def test_the_check_finds_what_it_is_for():
                  "fixedcode lm-eval --model fixedcode --model_args checkpoint=DIR --tasks hellaswag",
                  "fixedcode <verb> --help", "python -m fixedcode_study describe +model.mlp=gelu"):
         assert check(fine) is None, fine
-    assert doc_commands(ROOT / "README.md")[0] == (
-        26, "python -m fixedcode_study.run -m input=learned,binary16,gf2 seed=1,2,3")  # the guide's first command
+    readme = [command for _, command in doc_commands(ROOT / "README.md")]
+    assert "python -m fixedcode_study.run -m input=learned,binary16,gf2 seed=1,2,3" in readme  # the guide's first command

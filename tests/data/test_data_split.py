@@ -84,11 +84,12 @@ def test_a_bad_rule_is_one_line_naming_the_field_and_the_choices(corpus, tmp_pat
                     lambda: JobSpec.from_cfg(compose(["data.split=random"]))):
         with pytest.raises(ConfigError) as err:
             attempt()
-        assert str(err.value) == "data.split: 'random' is not a split rule; use one of shuffle, name_hash"
+        assert str(err.value).startswith("data.split: ") and "shuffle, name_hash" in str(err.value)
     from fixedcode_study.cli.pretokenize import main
 
     assert main(["data.split=random", "out=" + str(tmp_path / "cli"), "progress=false"]) == 2
-    assert capsys.readouterr().err.strip() == "error: data.split: 'random' is not a split rule; use one of shuffle, name_hash"
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: data.split: ") and "shuffle, name_hash" in line
     assert not (tmp_path / "cli").exists()  # refused before anything was written
 
 

@@ -26,6 +26,12 @@ UNIGRAM_PPL = 520.0
 SEEDS = [1, 2, 3]
 
 
+def md_rows(path: Path) -> list[list[str]]:
+    """A markdown table's body rows as cell lists (its header and alignment rows dropped)."""
+    lines = [ln for ln in path.read_text().splitlines() if ln.startswith("|")]
+    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[2:]]
+
+
 def input_props(name: str, code_width: int | None = None) -> dict:
     if name == "learned":
         return {"type": "learned"}
