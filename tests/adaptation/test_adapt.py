@@ -183,6 +183,7 @@ grids:
 """
 
 
+@pytest.mark.slow
 def test_study_adapts_each_completed_job_once_and_the_report_tests_the_declared_measures(root, tmp_path):
     from scipy import stats as sps
 

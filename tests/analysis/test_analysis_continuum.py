@@ -152,6 +152,7 @@ def test_section_appears_with_the_continuum_arms(report):
     assert summaries.claims(outside, summaries._arm_words(summaries.REPO_ROOT)) == []
 
 
+@pytest.mark.slow
 def test_section_is_absent_without_the_split_or_without_arms_that_differ(tmp_path):
     old = load_run_dirs([build_continuum(tmp_path / "old", with_split=False)])   # records from before the split
     same = load_run_dirs([build_continuum(tmp_path / "same", arms=["binary16", "spelling"])])   # both 0 parameters
@@ -253,6 +254,7 @@ def test_reading_is_rewritten_from_the_committed_tables(report):
 # ------------------------------------------------------------------------------------ loss by target frequency
 
 
+@pytest.mark.slow
 def test_the_breakdown_compares_every_arm_with_learned_by_target_frequency(tmp_path):
     study = load_run_dirs([build_continuum(tmp_path, breakdown=True)])
     results = compute(study, options(tmp_path, min_bucket_tokens=0))

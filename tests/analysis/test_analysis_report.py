@@ -307,6 +307,7 @@ def _reports(root: Path) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow
 def test_no_report_passes_400_lines_and_each_opens_with_its_primary_rows(tmp_path, unrendered):
     for name, out in _reports(tmp_path).items():
         text = (out / "report.md").read_text()

@@ -42,6 +42,7 @@ def repo_copy(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_stale_block_fails(tmp_path):
     root = repo_copy(tmp_path)
     assert summaries.stale(root) == []

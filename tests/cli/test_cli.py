@@ -358,6 +358,7 @@ def test_a_conf_key_hydra_could_not_place_names_the_key_it_nearly_spells(key, ne
                     else "see conf/ for the groups and keys")
 
 
+@pytest.mark.slow
 def test_run_with_a_mistyped_train_key_is_one_line_naming_the_key(tmp_path):
     import subprocess
 

@@ -46,6 +46,7 @@ def outside(tmp_path_factory) -> Path:
     return where
 
 
+@pytest.mark.slow
 def test_terminal_shows_a_bar_and_a_result_line_and_the_log_holds_the_rest(outside):
     # (bootstrap_iters=0: lm-eval's bootstrap Pool can hang at its terminate() under the job's SIGTERM handler)
     evaluation = ["eval=builtin", "eval.limit=16", "eval.bootstrap_iters=0"]
@@ -68,6 +69,7 @@ def test_terminal_shows_a_bar_and_a_result_line_and_the_log_holds_the_rest(outsi
     assert f"[run] {job.name}: val_loss=" in log  # our lines are copied there too, in order
 
 
+@pytest.mark.slow
 def test_verbose_brings_the_noise_back(outside):
     proc = run_cli(["-v", "-m", *TINY, f"out_root={outside}", "name=loud", "reuse=false"], outside)
     shown = proc.stdout + proc.stderr

@@ -21,6 +21,8 @@ import pytest
 from helpers import SMALL_VAL
 from helpers.cli import fixedcode
 
+pytestmark = pytest.mark.slow  # trains and composes a study end to end
+
 STUDY = """name: tinycompose
 description: two arms x seeds 1-6, composed in pairs
 jobs: {{cpu: 12, paper: 12}}

@@ -67,6 +67,7 @@ def _prepare_in_child(cfg: dict, queue) -> None:
     queue.put(str(prepare(cfg, progress=False).root))
 
 
+@pytest.mark.slow
 def test_concurrent_preparation_leaves_one_valid_cache(tmp_path):
     cfg = data_cfg(write_corpus(tmp_path / "corpus"), tmp_path / "cache")
     ctx = mp.get_context("spawn")

@@ -121,6 +121,7 @@ def test_the_local_copy_changes_only_the_dataset_location_and_tokenizer(local_co
     assert hub.dataset.path == "HuggingFaceFW/fineweb-edu" and hub.dataset.name == local.dataset.name == "sample-10BT"
 
 
+@pytest.mark.slow
 def test_pretokenize_then_train_offline(local_copy, tmp_path, monkeypatch):
     from tokenizers import Tokenizer
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import torch
 from helpers.eval import trained_checkpoint
 
@@ -22,6 +23,7 @@ GIT_NOISE = "not a git repository"
 CUDA_NOTICE = "requested but CUDA is not available"
 
 
+@pytest.mark.slow
 def test_evaluate_outside_a_git_checkout_leaves_lm_evals_output_in_the_jobs_log(tmp_path):
     ckpt, prepared = trained_checkpoint("learned")
     job = JobDir(tmp_path / "job")

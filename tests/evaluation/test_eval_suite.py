@@ -85,6 +85,7 @@ def test_lastword_passages_end_in_a_clause_closing_word_and_files_are_reused(tra
     assert not list(files[HELDOUT_LASTWORD].parent.glob(".*"))  # no temporary files left behind
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not mirror_available(*PAPER_METRICS), reason="shared eval mirror absent")
 def test_paper_suite_runs_offline_on_the_mirror_through_the_cli(trained, tmp_path):
     ckpt, _ = trained
@@ -105,6 +106,7 @@ def test_paper_suite_runs_offline_on_the_mirror_through_the_cli(trained, tmp_pat
     assert "[eval] paper" in proc.stdout and "hellaswag: acc=" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not mirror_available("hellaswag"), reason="shared eval mirror absent")
 @pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")
 def test_lm_eval_cli_runs_our_model_with_generated_task_folder(trained, tmp_path, monkeypatch, capsys):

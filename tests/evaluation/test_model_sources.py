@@ -213,6 +213,7 @@ def test_an_unknown_task_on_lm_evals_command_line_is_one_line_and_exit_2(shipped
     assert not any("Traceback" in line for line in err), "\n".join(err)
 
 
+@pytest.mark.slow
 def test_a_missing_include_path_is_one_line_before_lm_eval_looks_on_the_hub(tmp_path, capsys):
     """lm-eval skips a missing --include_path folder and fetches the task from the Hub instead: offline,
     the manual's own example ended in a ConnectionError traceback when eval-tasks had not made tasks/."""

@@ -152,6 +152,7 @@ def outside_llama(tmp_path_factory):
     return folder, prepared
 
 
+@pytest.mark.slow
 def test_an_outside_llama_is_evaluated_into_a_reference_row_beside_trained_runs(outside_llama, tmp_path):
     from fixedcode_study.analysis.read.runs import load_run_dirs
     from fixedcode_study.analysis.report import write_report

@@ -66,6 +66,7 @@ def test_the_tokenizer_of_a_fixed_code_export_loads_with_no_remote_code_and_no_q
         assert encoded[name] == workbench_ids(exports[name][0]), name
 
 
+@pytest.mark.slow
 def test_the_model_cards_snippet_runs_as_written(exports):
     ckpt_dir, folder = exports["gf2"]
     card = (folder / "README.md").read_text()

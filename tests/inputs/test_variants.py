@@ -308,7 +308,9 @@ def _expected_input_split(props: dict, vocab: int, d_model: int) -> dict[str, in
     return {"token_specific": 0, "shared": 0}
 
 
-@pytest.mark.parametrize("model", ["test_micro", "cpu_tiny", "cpu_30m", "smollm2_135m", "smollm2_360m", "paper_1p7b"])
+# the smallest preset in the default suite, every larger one in the slow tier
+@pytest.mark.parametrize("model", ["test_micro", *(pytest.param(m, marks=pytest.mark.slow) for m in
+                                                  ("cpu_tiny", "cpu_30m", "smollm2_135m", "smollm2_360m", "paper_1p7b"))])
 def test_describe_every_input_consistent_accounting(model):
     inputs = available("input")
     assert {"learned", "binary16", "gf2", "binary", "wide", "random_fixed", "learned_lowdim",

@@ -85,6 +85,7 @@ def test_vocab_is_configurable_on_smollm2_presets():
     assert d["params"]["input_trainable"] == d["params"]["head"] == 32768 * 960
 
 
+@pytest.mark.slow
 def test_ladder_markdown_rows_agree_with_describe():
     table = ladder_markdown({name: {role: described([f"model={name}", f"input={input_name}"])
                                     for role, input_name in LADDER_INPUTS.items()} for name in available("model")})

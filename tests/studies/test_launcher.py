@@ -43,6 +43,7 @@ def sweep(tmp_path_factory):
     return out / "multirun" / "main", proc
 
 
+@pytest.mark.slow
 def test_parallel_jobs_land_where_the_basic_launcher_puts_them(sweep):
     root, proc = sweep
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]  # two jobs have a bad setting
@@ -62,6 +63,7 @@ def test_parallel_jobs_land_where_the_basic_launcher_puts_them(sweep):
         assert res["runtime"]["threads"] == expected_threads()
 
 
+@pytest.mark.slow
 def test_basic_launcher_names_and_summarises_the_same_jobs_alike(sweep, tmp_path):
     """hydra/launcher=basic (one after another, in the sweep's process) on the two bad jobs: the same
     directories and the same summary as the parallel sweep gives them (both fail before training)."""
@@ -75,6 +77,7 @@ def test_basic_launcher_names_and_summarises_the_same_jobs_alike(sweep, tmp_path
     assert proc.stderr.split("[run] 2 job(s) failed:")[-1].count("is not a positive multiple") == 2
 
 
+@pytest.mark.slow
 def test_summary_counts_every_job_and_names_the_failed_ones(sweep):
     _, proc = sweep
     assert "[run] summary: 2 trained, 0 skipped as complete, 2 failed" in proc.stdout
@@ -83,6 +86,7 @@ def test_summary_counts_every_job_and_names_the_failed_ones(sweep):
     assert failed.count("train.global_batch_tokens=1000") == 2
 
 
+@pytest.mark.slow
 def test_data_prepared_once_before_the_jobs_start(sweep):
     _, proc = sweep
     lines = proc.stdout.splitlines()
@@ -93,6 +97,7 @@ def test_data_prepared_once_before_the_jobs_start(sweep):
     assert "[data] waiting for another process" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_terminal_shows_a_start_and_a_result_line_per_job_and_no_bars(sweep):
     _, proc = sweep
     shown = proc.stdout + proc.stderr

@@ -56,11 +56,17 @@ def planned(out_root):
     return get
 
 
+# Composing every job of every study at both scales (about 900 Hydra compositions, ~10 minutes of one
+# core) is the slow tier's; the default suite composes main's.
+EVERY_STUDY = [pytest.param(name, marks=() if name == "main" else pytest.mark.slow)
+               for name in studies.available_studies()]
+
+
 def test_every_required_study_has_a_file():
     assert set(STUDIES) <= set(studies.available_studies())
 
 
-@pytest.mark.parametrize("name", studies.available_studies())
+@pytest.mark.parametrize("name", EVERY_STUDY)
 @pytest.mark.parametrize("scale", studies.SCALES)
 def test_study_job_count_and_directories(name, scale, planned, out_root):
     study = studies.load_study(name)
@@ -73,12 +79,13 @@ def test_study_job_count_and_directories(name, scale, planned, out_root):
     assert study.description and study.cost
 
 
-@pytest.mark.parametrize("name", studies.available_studies())
+@pytest.mark.parametrize("name", EVERY_STUDY)
 def test_every_cpu_job_builds(name, planned):
     facts = cost.job_facts(planned(name, "cpu"))  # raises ConfigError on a bad job
     assert all(f["flops"] > 0 and f["trainable"] > 0 for f in facts)
 
 
+@pytest.mark.slow
 def test_every_paper_scale_model_and_input_builds(planned):
     """The paper scale of each study builds too (shapes only): one job per distinct (model, input)."""
     seen, budgets = {}, {}
@@ -116,6 +123,7 @@ def test_main_is_the_documented_hydra_command(planned):
     assert {str(c.hydra.sweep.dir) for c in direct} == {str(jobs[0].job_dir.parent)}
 
 
+@pytest.mark.slow
 def test_study_contents(planned):
     def props(name):
         return [(j.spec.input_name, dict(j.spec.composed["input"]), j.spec.seed) for j in planned(name)]
@@ -162,6 +170,7 @@ def compose_default_lr() -> float:
     return float(compose([]).optim.lr)
 
 
+@pytest.mark.slow
 def test_the_composition_study_declares_its_pairs_on_jobs_it_trains(planned):
     study = studies.load_study("composition")
     assert study.pairs.arms == ("learned", "binary16", "gf2") and study.pairs.seeds == ((1, 2), (3, 4), (5, 6))
@@ -315,6 +324,7 @@ def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
     assert again.returncode == 0 and "already completed; skipping" in again.stdout
 
 
+@pytest.mark.slow
 def test_a_resumed_study_says_what_is_done_and_times_the_rest_from_its_own_jobs(tmp_path, monkeypatch, capsys):
     """One job of a two-job study really trains (run -m, Lightning); the dry run then finds it
     completed under today's settings, times the other from its recorded speed, and a record from

@@ -31,6 +31,7 @@ from fixedcode_study.training.task import LanguageModelTask
 PAPER_TABLE = 49_152 * 2_048
 
 
+@pytest.mark.slow
 def test_bench_cli_smoke(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "bench.json"
@@ -151,6 +152,7 @@ def test_reference_runs_once_per_precision_and_compile():
     assert all(v["reference_row"] == f"{REFERENCE}@fp32_compiled" for v in variants)
 
 
+@pytest.mark.slow
 def test_bench_rows_use_their_own_models_flops(tmp_path):
     """A size-matched body costs more FLOPs per token than the preset: its row's FLOPs and MFU come
     from the model actually built for it, not from the first variant's preset."""
@@ -278,6 +280,7 @@ def _group_ids(groups):
     return {g["name"]: [id(p) for p in g["params"]] for g in groups}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["learned", REFERENCE])
 def test_timed_step_runs_through_language_model_task(name, tmp_path):
     """The bench's timed steps are Trainer.fit steps of LanguageModelTask: its optimizer holds
@@ -338,6 +341,7 @@ def _check_settings_rows(report: dict, settings: list[str]) -> dict:
     return rows
 
 
+@pytest.mark.slow
 def test_bench_settings_side_by_side(tmp_path):
     """A setting side by side with the reference: its MFU is over that precision's measured peak, every
     row is compared with the fastest reference row, and --jobs adds aggregate rows. (fp32 only: on a

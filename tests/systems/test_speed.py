@@ -265,6 +265,7 @@ def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path,
     assert metric_rows(job) == metric_rows(whole / "job")
 
 
+@pytest.mark.slow
 def test_keeping_freed_memory_sets_glibcs_malloc_once_and_can_be_left_alone():
     """training/speed.py keep_freed_memory: mallopt's three settings on glibc (each returns 1), once
     per process; FIXEDCODE_KEEP_FREED_MEMORY=0 leaves malloc as it is. A process of its own each
@@ -284,6 +285,7 @@ def test_keeping_freed_memory_sets_glibcs_malloc_once_and_can_be_left_alone():
         "FIXEDCODE_KEEP_FREED_MEMORY: got 'no'; set it to 1 (keep, the default) or 0 (leave malloc as it is)")
 
 
+@pytest.mark.slow
 def test_keeping_freed_memory_moves_no_number(tmp_path):
     """The same job with malloc as glibc leaves it and with freed memory kept: every metric and the
     final validation bitwise equal (only where memory comes from changes)."""

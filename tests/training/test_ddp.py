@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from helpers.distributed import TINY, cli, metric_rows, only_job, reference_run, results
 
 
+@pytest.mark.slow
 def test_ddp_two_processes_match_single_process_with_same_global_batch(tmp_path, tmp_path_factory):
     single = reference_run(tmp_path_factory)  # 1 process, grad_accum 2 (derived from the global batch)
     args = [a for a in TINY if a != "logger=csv"] + ["trainer=ddp_cpu", "logger=wandb", f"out_root={tmp_path}"]
@@ -39,6 +42,7 @@ def test_ddp_two_processes_match_single_process_with_same_global_batch(tmp_path,
     assert len(list(tmp_path.glob("**/results.json"))) == 1
 
 
+@pytest.mark.slow
 def test_plain_ddp_in_a_local_sweep_is_refused_with_the_fix(tmp_path):
     # Lightning's ddp would re-run the whole `-m` command line in rank 1 (stray jobs and dirs).
     proc = cli(["-m", "trainer=ddp_cpu", "seed=1", *TINY, f"out_root={tmp_path}"], cwd=tmp_path)

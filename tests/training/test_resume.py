@@ -29,6 +29,7 @@ from helpers.distributed import (
 CKPT = ["checkpoint.every_steps=4", "checkpoint.keep_every_steps=12"]
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_resumes_to_identical_metrics(tmp_path, tmp_path_factory):
     reference = reference_run(tmp_path_factory)
     args = [*TINY, *CKPT, f"out_root={tmp_path}"]

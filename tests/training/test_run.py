@@ -47,6 +47,7 @@ def sweep(tmp_path_factory) -> Path:
     return out / "multirun" / "e2e"
 
 
+@pytest.mark.slow
 def test_multirun_writes_one_complete_result_per_job(sweep):
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
     # directories are keyed by the sorted override set, not by time or job number (past 120
@@ -72,6 +73,7 @@ def test_multirun_writes_one_complete_result_per_job(sweep):
     assert len(list(sweep.glob("*input=gf2,*/gf2_matrix.json"))) == 1
 
 
+@pytest.mark.slow
 def test_training_reduces_loss_for_every_input(sweep):
     for job in sweep.iterdir():
         if not job.is_dir():
@@ -83,6 +85,7 @@ def test_training_reduces_loss_for_every_input(sweep):
         assert val[-1] < math.log(512) - 0.5, (job.name, val)
 
 
+@pytest.mark.slow
 def test_each_job_gets_its_own_offline_wandb_run(sweep):
     run_ids = set()
     for job in (p for p in sweep.iterdir() if p.is_dir()):
@@ -121,6 +124,7 @@ def test_bad_configuration_stops_with_one_line(tmp_path, override, field):
     assert sum(ln.startswith("error:") for ln in lines) == 1
 
 
+@pytest.mark.slow
 def test_bad_configuration_from_the_real_command_line_is_one_line_and_exit_2(tmp_path):
     """The process itself: nothing else on stderr (no warning, no traceback), exit status 2, no record."""
     proc = run_process(["input=binary16", *TINY, "logger=csv", f"out_root={tmp_path}", "optim.lr=nan"], cwd=tmp_path)

@@ -153,6 +153,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait(timeout=60)
 
 
+@pytest.mark.slow
 def test_wandb_history_equals_metrics_csv_after_two_sigkills(tmp_path):
     from fixedcode_study.analysis.read.wandb import results_from_wandb
 
@@ -183,6 +184,7 @@ def test_wandb_history_equals_metrics_csv_after_two_sigkills(tmp_path):
 
 
 # -- preemption at every phase ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sigterm_outside_the_training_loop_records_preempted_and_exits_143(tmp_path):
     corpus = tmp_path / "corpus"  # a corpus of its own: tokenizer training takes a few seconds
     corpus.mkdir()
@@ -204,6 +206,7 @@ def test_sigterm_outside_the_training_loop_records_preempted_and_exits_143(tmp_p
     assert rerun.returncode == 0 and results(job)["status"] == "completed", rerun.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_sweep_stops_with_143_when_preempted(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "fixedcode_study", "sweep", "main", *SHORT, "hydra/launcher=basic", f"out_root={tmp_path}"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -139,6 +139,7 @@ def _logged_steps(root) -> set[int]:
     return steps
 
 
+@pytest.mark.slow
 def test_sigkill_after_wandb_got_past_the_checkpoint_is_rewound_on_resume(tmp_path):
     """A real kill -9 once W&B holds steps past the last checkpoint: the re-run rewinds them, and W&B
     ends equal to metrics.csv, each point once, in one run."""
