@@ -374,6 +374,7 @@ def test_study_without_probes_renders_exactly_as_before(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ probe-only arms (probe_runs=)
 
 
+@pytest.mark.slow
 def test_probe_only_arms_enter_the_probes_and_no_comparison(tmp_path):
     """`probe_runs=`: gf2 is read beside a learned/binary16 study for the probe section alone, so the
     comparisons (and their Holm family) are exactly the two-arm study's, while its probes are in."""

@@ -109,6 +109,7 @@ def test_tables_list_a_ladder_by_size_then_budget_not_by_run_directory_name(ladd
     assert learned_rows == expected
 
 
+@pytest.mark.slow
 def test_the_gap_vs_size_figure_never_joins_points_of_another_budget_or_size(ladder_report, tmp_path, monkeypatch):
     # Against parameters each line holds one budget; against FLOPs one model size (read/ladder.py's columns).
     import matplotlib.pyplot as plt

@@ -299,7 +299,7 @@ def test_run_command_help_errors_and_exit_codes(capsys):
         capsys.readouterr()
         assert run_command(DEMO, argv, body) == 2
         (printed,) = capsys.readouterr().err.strip().splitlines()
-        assert printed.startswith(line), printed
+        assert printed.startswith(line) and ("no_such_key" in printed or "overrides" not in line), printed
     with pytest.raises(SystemExit) as stop:
         cliargs.exit_with(2)
     assert stop.value.code == 2

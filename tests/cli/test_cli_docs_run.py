@@ -96,11 +96,13 @@ NEEDS_SHARED = re.compile(r"\.\./shared/data|--include_path tasks/")
 SHARED_REFUSAL = "no files match ['../shared/data/"
 
 # The order producers come first in: 0 trains the studies later lines read, 1 derives from them
-# (exports, probes, copies), 2 reads, 3 rewrites the sandbox's generated docs.
+# (exports, probes, copies), 2 reads (and trains what only it reads), 3 analyzes all of it, 4 rewrites the
+# sandbox's generated docs.
 STAGES: list[tuple[int, str]] = [
     (0, r"^(python -m fixedcode_study\.run|fixedcode run|fixedcode sweep (main|probe_arms|controls .*model=test_micro))\b"),
     (1, r"^fixedcode (export|probe|eval-tasks)\b"),
-    (3, r"^fixedcode regenerate\b"),
+    (3, r"^fixedcode analyze\b"),
+    (4, r"^fixedcode regenerate\b"),
 ]
 
 
@@ -314,9 +316,10 @@ def _run(doc: DocCommand, kind: str, checkout: Path, env: dict[str, str]) -> tup
 
 
 # Stage 2 only reads what stages 0 and 1 made, so its lines run two at a time (one per core). A chain
-# of lines where one writes what a later one reads (a study swept, then adapted or composed; a report
-# written twice to one folder; a model evaluated, then read) shares a lane, in document order.
-LANES = [("studies", r"^fixedcode (sweep|adapt|compose)\b"), ("reports", r"^fixedcode analyze\b"),
+# of lines where one writes what a later one reads (a study swept, then adapted or composed; a model
+# evaluated, then read) shares a lane, in document order. The analyze lines read every job folder, so
+# they wait for the whole stage (stage 3).
+LANES = [("studies", r"^fixedcode (sweep|adapt|compose)\b"),
          ("models", r"^fixedcode (evaluate|generate|lm-eval)\b"), ("bench", r"^fixedcode bench")]
 PARALLEL_STAGE, LANES_AT_ONCE = 2, 2
 

@@ -252,6 +252,7 @@ def test_input_bench_small_width():
     assert any(":" in name for name in rows)  # prototypes ran (and matched the modules exactly)
 
 
+@pytest.mark.slow
 def test_peak_memory_meter_sees_an_allocation():
     code = textwrap.dedent("""
         import torch
