@@ -68,6 +68,23 @@ def test_bitchain_is_a_distribution_over_exactly_the_valid_ids(code):
         assert torch.allclose(head.nll(h, targets), -logp[torch.arange(3), targets], atol=1e-5)
 
 
+def test_a_heads_init_comes_from_the_seed_alone_not_from_the_global_generator():
+    """The head is drawn from its own seeded stream (CRN): whatever torch's global generator holds."""
+    heads = []
+    for global_seed in (0, 1):
+        torch.manual_seed(global_seed)
+        heads.append(build("untied", seed=3).head.weight.detach().clone())
+    assert torch.equal(*heads)
+    assert not torch.equal(heads[0], build("untied", seed=4).head.weight)
+
+
+def test_a_match_head_fixed_code_has_mean_squared_row_norm_one():
+    for output in ("fixed", "fixed_gaussian"):
+        head = build(output).head
+        assert isinstance(head, FixedCodeHead) and head.scale_mode == "match_head"
+        assert head.code.double().pow(2).sum(-1).mean().item() == pytest.approx(1.0, rel=1e-6), output
+
+
 def test_gf2_chain_forces_bits_that_vary_but_are_determined_by_earlier_ones():
     """At V = 512 the canonical code's bits 9-15 are constant, and the binary16 chain forces them.
     The gf2 image of 0..511 is a 9-dim subspace: none of its bits is constant, yet after 9 free steps

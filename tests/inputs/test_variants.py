@@ -112,6 +112,15 @@ def test_gf2_paper_matrix_is_unchanged_and_high_weights_are_reachable():
     assert not np.array_equal(sample_constrained(16, 1, 8, False).matrix, sample_constrained(16, 2, 8, False).matrix)
 
 
+def test_every_rejection_draw_meets_the_row_and_the_column_weight():
+    """At K = 16, min_weight 6 a uniform draw passes the rows about as often as it fails a column: a
+    sampler that checked only one of them would hand out a matrix below the bound within a few seeds."""
+    for seed in range(12):
+        drawn = sample_constrained(16, seed, 6, False)
+        assert drawn.method == "rejection" and gf2_rank(drawn.matrix) == 16
+        assert drawn.matrix.sum(axis=1).min() >= 6 and drawn.matrix.sum(axis=0).min() >= 6, seed
+
+
 def test_wide_code_is_canonical_prefix_plus_nonconstant_recodings():
     layer = build_input(dict(type="wide", code_width=32, matrix_seed=5), V, D)
     m = minimal_code_width(V)
