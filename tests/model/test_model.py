@@ -80,3 +80,16 @@ def test_model_cast_to_bf16_runs_for_every_input(input_cfg):
     if input_cfg["type"] == "gf2":  # the recoding stays exact in bf16 (integer sums <= 16)
         ids = torch.arange(512)[None]
         assert torch.equal(model.input(ids).float(), model.float().input(ids))
+
+
+def test_the_teacher_forced_loss_scores_the_targets_not_the_inputs():
+    """A teacher-forced head (the bit chain) returns the per-token NLL from forward(idx, targets): the
+    full distribution's value at each target."""
+    cfg = compose_config(["model=test_micro", "input=binary16", "output=bitchain"])
+    model = build_model(cfg.model, cfg.input, seed=1, output_cfg=cfg.output)
+    idx = torch.randint(0, 512, (2, 8), generator=torch.Generator().manual_seed(0))
+    targets = torch.roll(idx, -1, dims=1)
+    with torch.no_grad():
+        nll, logp = model(idx, targets), model(idx)
+    assert model.head.teacher_forced and nll.shape == targets.shape
+    assert torch.allclose(nll, -logp.gather(-1, targets[..., None]).squeeze(-1), atol=1e-5)
