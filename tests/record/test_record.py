@@ -240,3 +240,20 @@ def test_a_checkpoint_from_before_the_stored_spec_loads_and_its_records_say_it_w
     assert evaluated["model_spec"] == loaded.spec_note  # the record made from it says so
     (subject,) = find_subjects(old)
     assert subject_summary(subject)["model_spec"] == loaded.spec_note
+
+
+def test_the_code_hash_covers_what_computes_a_model_and_not_what_shows_it(tmp_path, monkeypatch):
+    """An edit of the source that computes a trained model changes the fingerprint's code hash; an edit of
+    logging or the terminal does not."""
+    from fixedcode_study.record import fingerprint
+
+    copy = tmp_path / "fixedcode_study"
+    shutil.copytree(fingerprint.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "analysis"))
+    monkeypatch.setattr(fingerprint, "PACKAGE_DIR", copy)
+    for edited, counts in (("model.py", True), ("inputs/binary.py", True), ("inputs/gf2.py", True),
+                           ("heads/linear.py", True), ("data/prepare.py", True), ("training/task.py", True),
+                           ("training/loggers.py", False), ("console.py", False)):
+        before = fingerprint.code_sha.__wrapped__()
+        with open(copy / edited, "a") as fh:
+            fh.write("\n# an edit\n")
+        assert (fingerprint.code_sha.__wrapped__() != before) is counts, edited
