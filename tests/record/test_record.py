@@ -257,3 +257,16 @@ def test_the_code_hash_covers_what_computes_a_model_and_not_what_shows_it(tmp_pa
         with open(copy / edited, "a") as fh:
             fh.write("\n# an edit\n")
         assert (fingerprint.code_sha.__wrapped__() != before) is counts, edited
+
+
+def test_an_ignored_setting_drops_its_own_keys_only_and_the_sha_carries_the_code(monkeypatch):
+    from fixedcode_study.record import fingerprint
+
+    assert fingerprint.ignored("eval", ["eval"]) and fingerprint.ignored("eval.limit", ["eval"])
+    assert not fingerprint.ignored("evaluator", ["eval"]) and not fingerprint.ignored("trainer.devices_x", ["trainer.devices"])
+    config = {"seed": 1, "eval": {"limit": 4}, "evaluator": "x"}
+    first = fingerprint.fingerprint(config, ["eval"])
+    assert "evaluator" in first["settings"] and not any(k.startswith("eval.") for k in first["settings"])
+    monkeypatch.setattr(fingerprint, "code_sha", lambda: "other code")
+    other = fingerprint.fingerprint(config, ["eval"])
+    assert other["settings_sha"] == first["settings_sha"] and other["sha"] != first["sha"]
