@@ -23,8 +23,8 @@ as `python -m fixedcode_study <verb>` (the same command without the installed sc
 PYTHONPATH at the sandbox so that every process, sweep workers included, runs the sandbox's copy.
 
 Commands run in stages (producers first: a command that trains or exports what a later one reads), in
-document order inside a stage, each once however often the docs repeat it; the reading stage runs two
-lanes at once (LANES). The full run is in the slow tier; the classification checks are in the default suite.
+document order inside a stage, each once however often the docs repeat it. The full run is slow (the
+`slow` mark: about ten minutes); the classification and the planted-command checks are in the default suite.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,13 +95,11 @@ NEEDS_SHARED = re.compile(r"\.\./shared/data|--include_path tasks/")
 SHARED_REFUSAL = "no files match ['../shared/data/"
 
 # The order producers come first in: 0 trains the studies later lines read, 1 derives from them
-# (exports, probes, copies), 2 reads (and trains what only it reads), 3 analyzes all of it, 4 rewrites the
-# sandbox's generated docs.
+# (exports, probes, copies), 2 reads, 3 rewrites the sandbox's generated docs.
 STAGES: list[tuple[int, str]] = [
     (0, r"^(python -m fixedcode_study\.run|fixedcode run|fixedcode sweep (main|probe_arms|controls .*model=test_micro))\b"),
     (1, r"^fixedcode (export|probe|eval-tasks)\b"),
-    (3, r"^fixedcode analyze\b"),
-    (4, r"^fixedcode regenerate\b"),
+    (3, r"^fixedcode regenerate\b"),
 ]
 
 
@@ -315,59 +312,32 @@ def _run(doc: DocCommand, kind: str, checkout: Path, env: dict[str, str]) -> tup
     return code, output, time.perf_counter() - start
 
 
-# Stage 2 only reads what stages 0 and 1 made, so its lines run two at a time (one per core). A chain
-# of lines where one writes what a later one reads (a study swept, then adapted or composed; a model
-# evaluated, then read) shares a lane, in document order. The analyze lines read every job folder, so
-# they wait for the whole stage (stage 3).
-LANES = [("studies", r"^fixedcode (sweep|adapt|compose)\b"),
-         ("models", r"^fixedcode (evaluate|generate|lm-eval)\b"), ("bench", r"^fixedcode bench")]
-PARALLEL_STAGE, LANES_AT_ONCE = 2, 2
-
-
-def lane(doc: DocCommand) -> str:
-    return next((name for name, pattern in LANES if re.search(pattern, doc.canonical)), doc.canonical)
-
-
-def _check(doc: DocCommand, checkout: Path, env: dict[str, str]) -> tuple[str, str | None]:
-    """(the line it ran as, what went wrong or None) for one command."""
-    kind, why = classify(doc)
-    code, output, seconds = _run(doc, kind, checkout, env)
-    if code != 0 and not SHARED_DATA.is_dir() and SHARED_REFUSAL in output:
-        # it read the shared data through its config (a study whose jobs use data=gutenberg):
-        # optional here, as for the lines that name it; tests/studies/test_sweeps.py skips alike
-        return f"{seconds:6.1f} s  skipped: no ../shared/data here  {doc.canonical}", None
-    ran = f"{seconds:6.1f} s  exit {code:3d}  {kind:8s} {doc.canonical}"
-    if kind == "refused":
-        problem = one_line_refusal(code, output)
-    else:
-        problem = None if code == 0 and "Traceback (most recent call last)" not in output else \
-            f"exit {code}" + (" with a traceback" if "Traceback (most recent" in output else "")
-    if problem:
-        problem = (f"{doc.canonical!r} ({', '.join(doc.where)}; {kind}{': ' + why if why else ''}): "
-                   f"{problem}\n    " + "\n    ".join(output.strip().splitlines()[-12:]))
-    return ran, problem
-
-
 def failures_of(docs: list[DocCommand], checkout: Path, env: dict[str, str]) -> list[str]:
     """Run each command in its stage order; what went wrong, one entry per failing command."""
-    runnable = [doc for doc in docs if classify(doc)[0] not in ("synopsis", "name")
-                and (SHARED_DATA.is_dir() or not NEEDS_SHARED.search(doc.command))]  # the shared data is optional
-    results: dict[int, tuple[str, str | None]] = {}
-    for number in sorted({stage(doc) for doc in runnable}):
-        here = [doc for doc in runnable if stage(doc) == number]  # document order within a stage
-        lanes: dict[str, list[DocCommand]] = {}
-        for doc in here:
-            lanes.setdefault(lane(doc) if number == PARALLEL_STAGE else "one", []).append(doc)
-
-        def run_lane(chain: list[DocCommand]) -> None:
-            for doc in chain:
-                results[id(doc)] = _check(doc, checkout, env)
-
-        with ThreadPoolExecutor(LANES_AT_ONCE if number == PARALLEL_STAGE else 1) as pool:
-            list(pool.map(run_lane, sorted(lanes.values(), key=len, reverse=True)))  # the longest lane first
-    order = sorted(runnable, key=stage)
-    print("\n".join(results[id(doc)][0] for doc in order))
-    return [problem for doc in order if (problem := results[id(doc)][1])]
+    failed, ran = [], []
+    for doc in sorted(docs, key=stage):  # sorted is stable: document order within a stage
+        kind, why = classify(doc)
+        if kind in ("synopsis", "name"):
+            continue
+        if NEEDS_SHARED.search(doc.command) and not SHARED_DATA.is_dir():
+            continue  # the shared data is optional (conftest); the command reads it
+        code, output, seconds = _run(doc, kind, checkout, env)
+        if code != 0 and not SHARED_DATA.is_dir() and SHARED_REFUSAL in output:
+            # it read the shared data through its config (a study whose jobs use data=gutenberg):
+            # optional here, as for the lines that name it; tests/studies/test_sweeps.py skips alike
+            ran.append(f"{seconds:6.1f} s  skipped: no ../shared/data here  {doc.canonical}")
+            continue
+        ran.append(f"{seconds:6.1f} s  exit {code:3d}  {kind:8s} {doc.canonical}")
+        if kind == "refused":
+            problem = one_line_refusal(code, output)
+        else:
+            problem = None if code == 0 and "Traceback (most recent call last)" not in output else \
+                f"exit {code}" + (" with a traceback" if "Traceback (most recent" in output else "")
+        if problem:
+            failed.append(f"{doc.canonical!r} ({', '.join(doc.where)}; {kind}{': ' + why if why else ''}): "
+                          f"{problem}\n    " + "\n    ".join(output.strip().splitlines()[-12:]))
+    print("\n".join(ran))
+    return failed
 
 
 @pytest.mark.slow
