@@ -149,61 +149,6 @@ def test_unpacked_wheel_finds_its_own_configs(wheel, tmp_path):
     assert sorted(info["studies"]) == sorted(p[: -len(".yaml")] for p in repo_files("sweeps", "*.yaml"))
 
 
-def site_dirs() -> list[str]:
-    """The folders this interpreter imports installed packages from, in its order: the base
-    interpreter's site-packages, or a virtualenv's own (plus the base's under --system-site-packages)."""
-    return list(dict.fromkeys(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")
-                              and Path(p).is_dir()))
-
-
-def venv_reusing_these_packages(venv: Path) -> str:
-    """A fresh venv that sees the packages this interpreter sees, and returns its python.
-
-    `venv --system-site-packages` alone is not enough: made from a virtualenv's python it sees the base
-    interpreter's site-packages, not the virtualenv's, where `pip install -e .` put the dependencies.
-    A .pth file in the new venv adds this interpreter's site folders after the venv's own (`site.addsitedir`
-    also runs their .pth files, as this interpreter did), so the wheel installed into the venv comes first."""
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    python = str(venv / "bin" / "python")
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             capture_output=True, text=True, check=True, timeout=120).stdout.strip()
-    lines = [f"import site; site.addsitedir({folder!r})" for folder in site_dirs()]
-    (Path(purelib) / "_fixedcode_test_outer_env.pth").write_text("\n".join(lines) + "\n")
-    return python
-
-
-@pytest.mark.slow
-def test_wheel_in_a_fresh_venv_describes_and_trains_from_outside_the_checkout(wheel, tmp_path):
-    """What .ci/run does: a venv reusing the installed dependencies, the wheel installed without them.
-    Also from inside a virtualenv (README's commands in a fresh venv): see venv_reusing_these_packages."""
-    venv = tmp_path / "venv"
-    python = venv_reusing_these_packages(venv)
-    env = clean_env()
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True, env=env, timeout=300)
-    work = tmp_path / "elsewhere"
-    work.mkdir()
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        proc = subprocess.run([python, *args], capture_output=True, text=True, cwd=work, env=env, timeout=600,
-                              check=False)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-        return proc
-
-    where = run("-c", "import fixedcode_study, fixedcode_study.config as c; print(fixedcode_study.__file__); "
-                      "print(c.CONFIG_DIR)").stdout.split()
-    assert all(Path(p).resolve().is_relative_to(venv.resolve()) for p in where), where
-    described = json.loads(run("-m", "fixedcode_study", "describe", "model=test_micro", "input=gf2").stdout)
-    assert "describe" in run(str(venv / "bin" / "fixedcode"), "--help").stdout  # the installed script
-    assert described["params"]["input_trainable"] == 0
-    out = tmp_path / "out"
-    run("-m", "fixedcode_study.run", "model=test_micro", "train.tokens=2048", "logger=csv", f"out_root={out}")
-    results = list(out.glob("runs/main/*/results.json"))
-    assert len(results) == 1 and json.loads(results[0].read_text())["status"] == "completed"
-    assert "main" in run("-m", "fixedcode_study", "sweep", "main", "dry_run=true").stdout
-    assert not list(work.iterdir())  # nothing written into the launch directory
-
-
 # --- the test session's own environment -----------------------------------------------------------------------
 
 def test_session_environment_is_hermetic(hermetic_env, hermetic_dirs, tmp_path_factory):
