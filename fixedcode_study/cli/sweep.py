@@ -90,7 +90,7 @@ def run_sweep(options: SweepOptions, overrides: list[str]) -> int:
     from ..studies.cost import describe_plan, job_facts
     from ..studies.grids import run_grids
     from ..studies.planning import side_by_side
-    from ..studies.progress import job_progress, require_devices
+    from ..studies.progress import COMPLETED, job_progress, require_devices
     from ..studies.study import load_study
     from ..training.resume import PREEMPT_EXIT_CODE
 
@@ -101,6 +101,11 @@ def run_sweep(options: SweepOptions, overrides: list[str]) -> int:
     print(describe_plan(study, scale, jobs, facts, overrides, options.rates, per_job=options.dry_run,
                         progress=progress, side_by_side=side_by_side(jobs, progress)), flush=True)
     if options.dry_run:
+        return 0
+    if all(p.state == COMPLETED for p in progress) and not any(job.spec.force for job in jobs):
+        # what each job would do is skip: not worth a launcher starting workers that import torch to say so
+        print(f"[sweep] {study.name}: every job is already completed under these settings; nothing to launch "
+              f"(force=true retrains them); results in {jobs[0].job_dir.parent}")
         return 0
     require_devices(jobs, progress)  # a GPU study on a CPU machine: one line, before any job starts
     outcome = run_grids(study, scale, overrides)

@@ -321,7 +321,9 @@ def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
     assert set(loaded.jobs["input"]) == set(inputs) and loaded.jobs["included"].all()
 
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0 and "already completed; skipping" in again.stdout
+    assert again.returncode == 0 and "every job is already completed under these settings" in again.stdout
+    assert "[HYDRA] Launching" not in again.stdout + again.stderr  # nothing left to launch, so nothing launched
+    assert {p.parent.name: json.loads(p.read_text()) for p in study_dir.glob("*/results.json")} == results
 
 
 @pytest.mark.slow
