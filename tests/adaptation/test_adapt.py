@@ -189,7 +189,11 @@ def test_study_adapts_each_completed_job_once_and_the_report_tests_the_declared_
 
     study = tmp_path / "tinyadapt.yaml"
     study.write_text(STUDY)
-    overrides = job_overrides(root)[:-1] + [f"out_root={tmp_path / 'out'}"]
+    # the study's four jobs one after another in the sweep's process, on one thread (the launcher and
+    # threads are out of the job key): no worker processes to start, each importing torch. The corpus
+    # is the session's (SMALL_VAL's, shared with other tests), not this module's own cache.
+    overrides = [o for o in job_overrides(root) if not o.startswith(("data.cache_dir=", "out_root="))] + [
+        f"out_root={tmp_path / 'out'}", "hydra/launcher=basic", "threads=1"]
     waiting = fixedcode(["adapt", f"study={study}", "dry_run=true", *overrides], cwd=tmp_path)
     assert waiting.returncode == 0 and "0 adapted, 0 already done, 4 waiting" in waiting.stdout, waiting.stderr
     sweep = fixedcode(["sweep", str(study), *overrides], cwd=tmp_path)

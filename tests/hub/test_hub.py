@@ -18,6 +18,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate", reason="lm-eval's HFLM imports accelerate")
 
+from helpers import SMALL_VAL  # noqa: E402
 from helpers.eval import trained_checkpoint, untrained_checkpoint, weight_shapes  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
@@ -164,8 +165,9 @@ def test_an_outside_llama_is_evaluated_into_a_reference_row_beside_trained_runs(
     folder, prepared = outside_llama
     study = tmp_path / "multirun" / "main"
     eval_args = ["eval=builtin", "eval.limit=6", "eval.bootstrap_iters=0", f"eval.prepared_root={prepared}"]
+    # the corpus the fixture's checkpoint was trained on (SMALL_VAL): prepared already, not prepared again
     cfg = compose(["model=test_micro", "logger=csv", "train.tokens=2048", "train.batch_size=8", "train.val_points=1",
-                   f"data.cache_dir={prepared.parent}", *eval_args])
+                   SMALL_VAL, f"data.cache_dir={prepared.parent}", *eval_args])
     assert run_job(JobSpec.from_cfg(cfg), study / "input=learned,seed=1").record["status"] == "completed"
     assert evaluate_cli.main([f"hf={folder}", *eval_args, f"study={study}"]) == 0
     records = list(study.glob("external/*/external.json"))
