@@ -31,18 +31,40 @@ from fixedcode_study.training.task import LanguageModelTask
 PAPER_TABLE = 49_152 * 2_048
 
 
-@pytest.mark.slow
-def test_bench_cli_smoke(tmp_path):
-    pytest.importorskip("transformers")
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "fixedcode_study", "bench", "model=test_micro", "train.batch_size=4",
-         "steps=2", "warmup=1", "memory_steps=1", "threads=1", f"json={out}"],
-        capture_output=True, text=True, timeout=300,
-    )
+def _bench(out_dir, *args: str, timeout: float = 600) -> tuple[dict, str]:
+    """(report, stdout) of `fixedcode bench` run in a process of its own (the memory meter retunes
+    malloc for the rest of a process)."""
+    out = out_dir / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "fixedcode_study", "bench", *args, f"json={out}"],
+                          capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "vs HF" in proc.stdout and "hf_llama" in proc.stdout
-    report = json.loads(out.read_text())
+    return json.loads(out.read_text()), proc.stdout
+
+
+@pytest.fixture(scope="module")
+def default_bench(tmp_path_factory) -> tuple[dict, str]:
+    """`fixedcode bench` at its defaults (settings, inputs, schedule, the reference) on test_micro, with
+    two jobs side by side: read by the smoke test and by the side-by-side test of one setting."""
+    pytest.importorskip("transformers")
+    return _bench(tmp_path_factory.mktemp("default_bench"), "model=test_micro", "train.batch_size=4", "steps=2",
+                  "warmup=1", "memory_steps=1", "threads=1", "jobs=2")
+
+
+@pytest.fixture(scope="module")
+def compiled_default_bench(tmp_path_factory) -> tuple[dict, str]:
+    """`fixedcode bench` at its defaults where the job `run` would train is compiled, as cpu_tiny's is:
+    test_micro is under train.compile_min_flops, so train.compile=true makes its default resolve the
+    way cpu_tiny's does (inputs=learned only: each compiled fit compiles afresh, three per model, and
+    the fixed inputs add nothing to what is tested). Read by the two compiled tests."""
+    pytest.importorskip("transformers")
+    return _bench(tmp_path_factory.mktemp("compiled_default_bench"), "model=test_micro", "train.compile=true",
+                  "inputs=learned", "train.batch_size=4", "steps=2", "warmup=1", "memory_steps=1", "threads=1")
+
+
+@pytest.mark.slow
+def test_bench_cli_smoke(default_bench):
+    report, stdout = default_bench
+    assert "vs HF" in stdout and "hf_llama" in stdout
     for key in ("peak_flops", "flops_per_token", "tokens_per_step"):
         assert report[key] > 0, key
     # The default setting is what `run` uses: test_micro trains in fp32 on CPU (too narrow for bf16 to
@@ -85,21 +107,11 @@ def test_bench_cli_smoke(tmp_path):
 
 
 @pytest.mark.slow
-def test_default_bench_compiled_measures_the_reference(tmp_path):
+def test_default_bench_compiled_measures_the_reference(compiled_default_bench):
     """`fixedcode bench` at its defaults (settings=default, schedule, the HF reference) where the job
-    `run` would train is compiled, as cpu_tiny's is: test_micro is under train.compile_min_flops, so
-    train.compile=true makes its default resolve the way cpu_tiny's does (inputs=learned only: each
-    compiled fit compiles afresh, three per model, and the fixed inputs add nothing to what is tested).
-    It stopped with AttributeError: 'HFCausalLM' object has no attribute 'input' (issue 45)."""
-    pytest.importorskip("transformers")
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "fixedcode_study", "bench", "model=test_micro", "train.compile=true", "inputs=learned",
-         "train.batch_size=4", "steps=2", "warmup=1", "memory_steps=1", "threads=1", f"json={out}"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads(out.read_text())
+    `run` would train is compiled (the fixture says how). It stopped with AttributeError:
+    'HFCausalLM' object has no attribute 'input' (issue 45)."""
+    report, stdout = compiled_default_bench
     assert report["settings"] == [{"name": "fp32_compiled", "precision": "32-true", "compile": True,
                                    "input_eager": True}]
     rows = {v["name"]: v for v in report["variants"]}
@@ -113,7 +125,7 @@ def test_default_bench_compiled_measures_the_reference(tmp_path):
         assert v["reference_row"] == REFERENCE, name
         assert v["tokens_per_s_vs_reference"] == pytest.approx(v["tokens_per_s"] / ref["tokens_per_s"]), name
     assert rows["learned"]["first_loss"] == pytest.approx(ref["first_loss"], abs=1e-4)  # same weights
-    table = next(line for line in proc.stdout.splitlines() if line.startswith(REFERENCE))
+    table = next(line for line in stdout.splitlines() if line.startswith(REFERENCE))
     assert table.split()[3] == "1.00x"  # its row is printed, vs HF column included
 
 
@@ -311,21 +323,16 @@ def test_timed_step_runs_through_language_model_task(name, tmp_path):
 
 
 def _settings_report(tmp_path, settings: str, jobs: int) -> dict:
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "fixedcode_study", "bench", "model=test_micro", "train.batch_size=4", "inputs=learned",
-         f"settings={settings}", f"jobs={jobs}", "steps=2", "warmup=1", "memory_steps=1",
-         "threads=1", f"json={out}"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(out.read_text())
+    """Eager settings only: one step per fit (no warm-up, so one pass) and per side-by-side job."""
+    report, _ = _bench(tmp_path, "model=test_micro", "train.batch_size=4", "inputs=learned", f"settings={settings}",
+                       f"jobs={jobs}", "steps=1", "warmup=0", "memory_steps=1", "threads=1")
+    return report
 
 
-def _check_settings_rows(report: dict, settings: list[str]) -> dict:
+def _check_settings_rows(report: dict, settings: list[str], models: tuple[str, ...] = ("learned", "hf_llama")) -> dict:
     rows = {v["name"]: v for v in report["variants"]}
     suffixes = [f"@{s}" for s in settings] if len(settings) > 1 else [""]  # one setting: plain names
-    assert set(rows) == {name + sfx for sfx in suffixes for name in ("learned", "hf_llama")}
+    assert set(rows) == {name + sfx for sfx in suffixes for name in models}
     refs = [v for v in rows.values() if v["kind"] == "reference"]
     fastest = max(refs, key=lambda v: v["tokens_per_s"])
     for v in rows.values():
@@ -343,15 +350,14 @@ def _check_settings_rows(report: dict, settings: list[str]) -> dict:
 
 
 @pytest.mark.slow
-def test_bench_settings_side_by_side(tmp_path):
+def test_bench_settings_side_by_side(default_bench):
     """A setting side by side with the reference: its MFU is over that precision's measured peak, every
-    row is compared with the fastest reference row, and --jobs adds aggregate rows. (fp32 only: on a
-    CPU without bf16 instructions bf16 is emulated and this would take minutes; the slow test below
-    runs both precisions.)"""
-    pytest.importorskip("transformers")
-    report = _settings_report(tmp_path, "fp32", jobs=2)
+    row is compared with the fastest reference row, and --jobs adds aggregate rows. (One setting, fp32,
+    test_micro's default: the smoke test's run; the slow test below runs both precisions.)"""
+    report, _ = default_bench
+    assert [s["name"] for s in report["settings"]] == ["fp32"]
     assert set(report["peaks"]) == {"torch.float32"}
-    _check_settings_rows(report, ["fp32"])
+    _check_settings_rows(report, ["fp32"], models=("learned", "binary16", "gf2", "hf_llama"))
 
 
 @pytest.mark.slow
@@ -366,9 +372,10 @@ def test_bench_settings_side_by_side_in_both_precisions(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_compiled_setting_reports_compile_time(tmp_path):
-    pytest.importorskip("transformers")
-    report = _settings_report(tmp_path, "fp32_compiled", jobs=1)
+def test_bench_compiled_setting_reports_compile_time(compiled_default_bench):
+    """The fp32_compiled setting (the compiled default's) reports each row's compile time."""
+    report, _ = compiled_default_bench
+    assert [s["name"] for s in report["settings"]] == ["fp32_compiled"]
     rows = {v["name"]: v for v in report["variants"]}
     assert set(rows) == {"learned", "hf_llama"} and all(v["compiled"] for v in rows.values())
     assert all(v["compile_s"] > 0 for v in rows.values())

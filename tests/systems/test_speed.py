@@ -23,6 +23,7 @@ from fixedcode_study import hardware
 from fixedcode_study.hardware import native_bf16
 from fixedcode_study.training.speed import loss_functions, resolve_compile, resolve_threads
 from fixedcode_study.training.task import LanguageModelTask
+from helpers import SMALL_VAL
 
 TINY = ["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8", "train.val_points=2"]
 
@@ -207,62 +208,90 @@ PRECISIONS = ["32-true", pytest.param("bf16-mixed", marks=pytest.mark.skipif(
     not native_bf16(), reason="this CPU has no bf16 instructions (emulated bf16 is minutes per step)"))]
 
 
+# The compiled jobs of the two tests below: cpu_tiny (test_micro's kernels never showed the drift) at 2
+# threads, 8 steps, checkpoints every 2 steps and the step-4 one kept (the resume test kills after it).
+# With issue 26's bug planted back (the learned input layer compiled too: speed.compile_model), two runs
+# of this job differed in their last bits 3 times of 3 and the resume test failed; train metrics are
+# logged every 2 steps so that metrics.csv holds a row at each checkpoint. The compile threshold is
+# lowered instead of train.compile=true: the path `auto` takes.
+COMPILED_2T = ["model=cpu_tiny", "input=learned", "logger=csv", "train.tokens=16384", "train.val_points=2",
+               "train.log_every=2", SMALL_VAL, "train.compile_min_flops=0", "threads=2", "seed=7",
+               "checkpoint.every_steps=2", "checkpoint.keep_every_steps=4"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """precision -> (record, job dir) of one uninterrupted COMPILED_2T job, trained in this process once
+    and shared by the repeat and the resume test (their compiled kernels come from one compile)."""
+    done: dict[str, tuple[dict, object]] = {}
+
+    def job(precision: str):
+        if precision not in done:
+            root = tmp_path_factory.mktemp(f"uninterrupted-{precision}")
+            before = torch.get_num_threads()
+            try:
+                outcome = run_job(JobSpec.from_cfg(compose([*COMPILED_2T, f"trainer.precision={precision}",
+                                                            f"out_root={root}"])), root / "job")
+            finally:
+                torch.set_num_threads(before)  # the rest of the session keeps its cores
+            record = outcome.record
+            assert record["status"] == "completed" and record["runtime"]["threads"] == 2
+            assert record["runtime"]["compile"] is True and record["runtime"]["precision"] == precision
+            done[precision] = (record, root / "job")
+        return done[precision]
+
+    return job
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_a_compiled_learned_job_at_two_threads_repeats_bitwise(tmp_path, precision):
+def test_a_compiled_learned_job_at_two_threads_repeats_bitwise(tmp_path, precision, uninterrupted):
     """Issue 26: the compiled learned table's backward added its (V, d) gradient with atomic adds
     across OpenMP threads, so the same job run twice at 2 threads ended in other last bits (4 of 4
-    runs differed here). cpu_tiny at 2^16 tokens: the smallest job here that showed the drift."""
-    args = ["model=cpu_tiny", "input=learned", "logger=csv", "train.tokens=65536", "train.val_points=2",
-            "train.compile=true", f"trainer.precision={precision}", "threads=2", "seed=7"]
-    runs = []
-    for attempt in ("a", "b"):
-        outcome = run_job(JobSpec.from_cfg(compose([*args, f"out_root={tmp_path / attempt}"])), tmp_path / attempt / "job")
-        assert outcome.record["status"] == "completed" and outcome.record["runtime"]["threads"] == 2
-        assert outcome.record["runtime"]["compile"] is True and outcome.record["runtime"]["precision"] == precision
-        rows = (tmp_path / attempt / "job" / "metrics.csv").read_text().splitlines()
-        runs.append((outcome.record["final"], [r for r in rows if "tokens_per_second" not in r]))  # timing
-    assert runs[0] == runs[1]
+    runs differed here). The shared uninterrupted job, run again in this process, ends bitwise equal:
+    final numbers and every metrics.csv row but the timing ones."""
+    from helpers.distributed import metric_rows
+
+    first, first_job = uninterrupted(precision)
+    before = torch.get_num_threads()
+    try:
+        again = run_job(JobSpec.from_cfg(compose([*COMPILED_2T, f"trainer.precision={precision}",
+                                                  f"out_root={tmp_path}"])), tmp_path / "job").record
+    finally:
+        torch.set_num_threads(before)
+    assert again["status"] == "completed" and again["runtime"]["threads"] == 2
+    assert again["runtime"]["compile"] is True and again["runtime"]["precision"] == precision
+    assert again["final"] == first["final"]
+    assert metric_rows(tmp_path / "job") == metric_rows(first_job)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path, precision):
-    """Issue 26: a compiled job at 2 threads, SIGKILLed after its step-12 checkpoint and re-run with
+def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path, precision, uninterrupted):
+    """Issue 26: a compiled job at 2 threads, SIGKILLed after its step-4 checkpoint and re-run with
     the same command, ends bitwise equal to the uninterrupted job: final numbers and every metrics.csv
     row but the timing ones. The resumed attempt compiles the same kernels as a fresh one (the same
-    graph, input eager), so only the reduction order could differ, and it must not. cpu_tiny, because
-    test_micro's kernels never showed the drift (the compile threshold is lowered instead of
-    train.compile=true: the path `auto` takes)."""
+    graph, input eager), so only the reduction order could differ, and it must not."""
     import signal
 
     from helpers.distributed import metric_rows, only_job, results, start, stop, wait_for
 
-    args = ["model=cpu_tiny", "input=learned", "logger=csv", "train.tokens=65536", "train.val_points=2",
-            "train.compile_min_flops=0", f"trainer.precision={precision}", "threads=2", "seed=7",
-            "checkpoint.every_steps=4", "checkpoint.keep_every_steps=12"]
-    whole, killed = tmp_path / "whole", tmp_path / "killed"
-    for root in (whole, killed):
-        root.mkdir()
-    before = torch.get_num_threads()
-    try:
-        reference = run_job(JobSpec.from_cfg(compose([*args, f"out_root={whole}"])), whole / "job")
-    finally:
-        torch.set_num_threads(before)  # the rest of the session keeps its cores
-    assert reference.record["runtime"]["compile"] is True and reference.record["runtime"]["threads"] == 2
-
+    args = [*COMPILED_2T, f"trainer.precision={precision}"]
+    reference, whole = uninterrupted(precision)
+    killed = tmp_path / "killed"
+    killed.mkdir()
     proc = start([*args, f"out_root={killed}"], killed, killed / "attempt1.log")
-    wait_for("**/checkpoints/step-0000012.ckpt", killed, proc)
+    wait_for("**/checkpoints/step-0000004.ckpt", killed, proc)
     assert stop(proc, signal.SIGKILL) == -signal.SIGKILL
     job = only_job(killed)
     assert results(job)["status"] == "running"  # killed for real, mid-training
     proc = start([*args, f"out_root={killed}"], killed, killed / "attempt2.log")  # the same command again
     assert proc.wait(timeout=900) == 0, (killed / "attempt2.log").read_text()[-3000:]
     resumed = results(job)
-    assert resumed["status"] == "completed" and resumed["resumed_from_step"] >= 12
+    assert resumed["status"] == "completed" and resumed["resumed_from_step"] >= 4
     assert resumed["runtime"]["compile"] is True and resumed["runtime"]["deterministic"]["bitwise"] is True
-    assert resumed["final"] == reference.record["final"]
-    assert metric_rows(job) == metric_rows(whole / "job")
+    assert resumed["final"] == reference["final"]
+    assert metric_rows(job) == metric_rows(whole)
 
 
 @pytest.mark.slow
@@ -288,18 +317,27 @@ def test_keeping_freed_memory_sets_glibcs_malloc_once_and_can_be_left_alone():
 @pytest.mark.slow
 def test_keeping_freed_memory_moves_no_number(tmp_path):
     """The same job with malloc as glibc leaves it and with freed memory kept: every metric and the
-    final validation bitwise equal (only where memory comes from changes)."""
+    final validation bitwise equal (only where memory comes from changes). 4 steps of the resume
+    tests' job (train loss logged at steps 2 and 4, validations at 1 and 4). Kept: run in this
+    process, whose jobs keep freed memory (the default, as test_job_records_its_runtime checks);
+    left alone: a process of its own, as the setting is process-wide."""
     import json
     import subprocess
 
     from tests.helpers.distributed import TINY
 
+    job = [arg if not arg.startswith("train.tokens=") else "train.tokens=4096" for arg in TINY]
+    before = torch.get_num_threads()
+    try:
+        run_job(JobSpec.from_cfg(compose([*job, "threads=1", f"out_root={tmp_path / '1'}"])), tmp_path / "1" / "job")
+    finally:
+        torch.set_num_threads(before)  # the rest of the session keeps its cores
+    out = subprocess.run([sys.executable, "-m", "fixedcode_study.run", *job, "threads=1", f"out_root={tmp_path / '0'}"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "FIXEDCODE_KEEP_FREED_MEMORY": "0"})
+    assert out.returncode == 0, out.stderr[-2000:]
     finals, curves = [], []
     for keep in ("1", "0"):
-        out = subprocess.run([sys.executable, "-m", "fixedcode_study.run", *TINY, "threads=1",
-                              f"out_root={tmp_path / keep}"], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=600, env={**os.environ, "FIXEDCODE_KEEP_FREED_MEMORY": keep})
-        assert out.returncode == 0, out.stderr[-2000:]
         (results,) = (tmp_path / keep).rglob("results.json")
         record = json.loads(results.read_text())
         assert record["runtime"]["keep_freed_memory"] is (keep == "1" and sys.platform.startswith("linux"))

@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from fixedcode_study.training.compile_turns import CompileTurns, turn_lock_path
+from helpers import SMALL_VAL
 from helpers.locks import held_elsewhere
 
 
@@ -129,7 +130,10 @@ def test_the_graph_key_follows_the_graphs_not_the_seed_or_data() -> None:
 def test_a_compiled_job_waits_for_the_turn_then_marks_its_graphs_compiled(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """A real compiled job (test_micro, train.compile=true) in its own inductor cache: it waits while
-    another holder has the turn, completes, and leaves the markers a later job of its graph key reads."""
+    another holder has the turn, completes, and leaves the markers a later job of its graph key reads.
+    Its cache starts cold, so every graph is compiled here: each validation reads every held-out window
+    (val_early_tokens=null) in one batch, so the validation graphs are compiled once, not again for an
+    early subset's shape and for a smaller last batch (dynamic shapes)."""
     from fixedcode_study.config import compose
     from fixedcode_study.spec import JobSpec
     from fixedcode_study.training.compile_turns import graph_key
@@ -137,7 +141,9 @@ def test_a_compiled_job_waits_for_the_turn_then_marks_its_graphs_compiled(
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     spec = JobSpec.from_cfg(compose(["model=test_micro", "logger=csv", "train.tokens=4096", "train.batch_size=8",
-                                     "train.val_points=2", "train.compile=true", "threads=1", f"out_root={tmp_path}"]))
+                                     "train.val_points=2", SMALL_VAL, "train.val_early_tokens=null",
+                                     "train.val_batch_size=512", "train.compile=true", "threads=1",
+                                     f"out_root={tmp_path}"]))
     lock = turn_lock_path()
     lock.parent.mkdir(parents=True, exist_ok=True)
     other = open(lock, "a+")
