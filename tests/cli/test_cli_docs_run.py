@@ -14,22 +14,26 @@ sweeps/README.md and each command module's docstring. Each falls in one class (`
              in one line, `error: ...`, with a non-zero exit and no traceback.
 
 The sandbox is a copy of the checkout (what `git clone` gives, without .git) with ../shared beside it
-as the docs assume, run from its root as the docs say. Its conf/ differs in a few defaults
-(SANDBOX_DEFAULTS: test_micro, the csv logger, 4,096 training tokens, 2,048 probe tokens, 8 documents
-per evaluation task), so `fixedcode run -m
-input=learned,binary16,gf2 seed=1,2,3` trains test-sized jobs into the very directories the docs name
-(outputs/multirun/main/input=gf2,seed=1): appended overrides would rename them. `fixedcode <verb>` runs
-as `python -m fixedcode_study <verb>` (the same command without the installed script, README), with
-PYTHONPATH at the sandbox so that every process, sweep workers included, runs the sandbox's copy.
+as the docs assume, run from its root as the docs say. Its conf/ and sweeps/ differ in a few defaults
+(SANDBOX_DEFAULTS: test_micro, the csv logger, 4,096 training tokens, 1% of the text held out, 2,048
+probe tokens, 8 documents per evaluation task, 8,192 adaptation tokens in new_tokens' adapt:
+settings), so `fixedcode run -m input=learned,binary16,gf2 seed=1,2,3` trains test-sized jobs into
+the very directories the docs name (outputs/multirun/main/input=gf2,seed=1): appended overrides would
+rename them. `fixedcode <verb>` runs as `python -m fixedcode_study <verb>` (the same command without
+the installed script, README), with PYTHONPATH at the sandbox so that every process, sweep workers
+included, runs the sandbox's copy. Each `python -m` line starts as a fork of one interpreter that has
+imported the heavy libraries (tests/helpers/warm_start.py), not cold: for most lines the imports were
+most of their time.
 
 Commands run in stages (producers first: a command that trains or exports what a later one reads), in
-document order inside a stage, each once however often the docs repeat it. The full run is slow (the
-`slow` mark: about ten minutes); the classification and the planted-command checks are in the default suite.
+document order inside a stage, each once however often the docs repeat it; each prints its seconds as
+it ends (-s). The full run is in the slow tier; the classification checks are in the default suite.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shlex
@@ -50,10 +54,12 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 # conf/ file -> {line prefix: the sandbox's line}: documented runs train, probe and evaluate test-sized
 # jobs (the rest of each line, its comment, is kept)
 SANDBOX_DEFAULTS = {
-    "config.yaml": {"  - model: cpu_tiny": "  - model: test_micro", "  - logger: wandb": "  - logger: csv",
-                    "  tokens: 524288": "  tokens: 4096"},
-    "probe/default.yaml": {"tokens: 8192": "tokens: 2048"},
-    "eval/builtin.yaml": {"limit: null": "limit: 8"},
+    "conf/config.yaml": {"  - model: cpu_tiny": "  - model: test_micro", "  - logger: wandb": "  - logger: csv",
+                         "  tokens: 524288": "  tokens: 4096"},
+    "conf/probe/default.yaml": {"tokens: 8192": "tokens: 2048"},
+    "conf/eval/builtin.yaml": {"limit: null": "limit: 8"},
+    "conf/data/shakespeare.yaml": {"val_fraction: 0.03": "val_fraction: 0.01"},
+    "sweeps/new_tokens.yaml": {"  tokens: 131072": "  tokens: 8192", "  val_tokens: 32768": "  val_tokens: 4096"},
 }
 
 # Placeholders: a word or a value that stands for the reader's own (DIR, PATH, RUN_DIR..., ENTITY/PROJECT,
@@ -73,9 +79,11 @@ SHRUNK: list[tuple[str, list[str], str]] = [
     (rf"^fixedcode sweep ({'|'.join(LARGE_STUDIES)})\b(?!.*model=test_micro)(?!.*dry_run=true)",
      ["dry_run=true"], f"a whole study of more than {RUN_AT_MOST_JOBS} jobs"),
     (r"^fixedcode sweep main seed=1,2,3,4,5,6,7,8\b", ["dry_run=true"], "the committed study's 24 jobs"),
-    (r"^fixedcode bench(?: |$)(?!.*state_only=true)", ["steps=2", "warmup=1"], "a benchmark"),
+    (r"^fixedcode bench(?: |$)(?!.*state_only=true)", ["steps=2", "warmup=1", "memory_steps=1", "train.batch_size=1"],
+     "a benchmark"),
     (r"^fixedcode bench-input\b", ["batch=1", "seq=128", "repeats=1"], "a benchmark at paper width"),
     (r"^fixedcode bench-output\b", ["batch=1", "seq=64", "repeats=1", "steps=2"], "a benchmark at paper width"),
+    (r"^fixedcode compose a=", ["stitch_tokens=2048"], "an affine stitch trained on 131,072 tokens per layer"),
 ]
 
 # What the sandbox has no way to do, and the line a user gets instead.
@@ -242,11 +250,11 @@ def make_sandbox(base: Path) -> Path:
         (base / "shared").mkdir()
         (base / "shared" / "data").symlink_to(SHARED_DATA)
     for name, changes in SANDBOX_DEFAULTS.items():
-        config = checkout / "conf" / name
+        config = checkout / name
         lines = config.read_text().splitlines(keepends=True)
         for prefix, replacement in changes.items():
             hits = [i for i, line in enumerate(lines) if line.startswith(prefix + " ") or line.rstrip() == prefix]
-            assert len(hits) == 1, f"conf/{name}: {prefix!r} found {len(hits)} times; update SANDBOX_DEFAULTS"
+            assert len(hits) == 1, f"{name}: {prefix!r} found {len(hits)} times; update SANDBOX_DEFAULTS"
             lines[hits[0]] = replacement + lines[hits[0]][len(prefix):]
         config.write_text("".join(lines))
     return checkout
@@ -282,6 +290,8 @@ def test_every_documented_command_has_a_class():
     ("fixedcode sweep compute_ladder 'train.tokens=524288,2097152'", "shrunk"),
     ("fixedcode sweep controls seed=1 model=test_micro logger=csv train.tokens=4096", "runs"),
     ("fixedcode sweep input_continuum", "shrunk"),
+    ("fixedcode compose a=outputs/multirun/main/input=gf2,seed=1 b=outputs/multirun/main/input=gf2,seed=2", "shrunk"),
+    ("fixedcode compose study=composition", "runs"),
     ("fixedcode sweep composition", "shrunk"),
     ("fixedcode sweep main", "runs"),
     ("fixedcode sweep tuned_lr dry_run=true", "runs"),
@@ -301,33 +311,65 @@ def test_a_refusal_is_one_line_without_a_traceback():
     assert one_line_refusal(-9, "") == "exit -9: killed or timed out, not refused"
 
 
-def _run(doc: DocCommand, kind: str, checkout: Path, env: dict[str, str]) -> tuple[int, str, float]:
+WARM_START = ROOT / "tests" / "helpers" / "warm_start.py"
+TIMEOUT = 900
+
+
+class WarmStart:
+    """A running tests/helpers/warm_start.py in the sandbox: each `python -m` line runs in a fork of one
+    interpreter that has imported the heavy libraries, not in a cold one (most of a quick line's time)."""
+
+    def __init__(self, checkout: Path, env: dict[str, str]):
+        self.logs = checkout.parent / "logs"
+        self.logs.mkdir(exist_ok=True)
+        self.server = subprocess.Popen([sys.executable, str(WARM_START)], cwd=checkout, env=env, text=True,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.server.stdout.readline() == "ready\n", "the warm-start server did not start"
+
+    def run(self, words: list[str]) -> tuple[int, str]:
+        log = self.logs / f"{len(list(self.logs.iterdir()))}.log"
+        self.server.stdin.write(json.dumps({"argv": words, "log": str(log), "timeout": TIMEOUT}) + "\n")
+        self.server.stdin.flush()
+        return int(self.server.stdout.readline()), log.read_text()
+
+    def close(self) -> None:
+        self.server.stdin.close()
+        self.server.wait(timeout=60)
+
+
+def _run(doc: DocCommand, kind: str, checkout: Path, env: dict[str, str], warm: WarmStart) -> tuple[int, str, float]:
     start = time.perf_counter()
+    words = argv(doc, kind)
+    if words[1] == "-m":  # `python -m fixedcode_study ...`, `python -m fixedcode_study.run ...`
+        code, output = warm.run(words[2:])
+        return code, output, time.perf_counter() - start
     try:
-        done = subprocess.run(argv(doc, kind), cwd=checkout, env=env, capture_output=True, text=True,
-                              timeout=900, stdin=subprocess.DEVNULL)
+        done = subprocess.run(words, cwd=checkout, env=env, capture_output=True, text=True,
+                              timeout=TIMEOUT, stdin=subprocess.DEVNULL)
         code, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as late:
-        code, output = 124, f"timed out after 900 s\n{late.stdout or ''}{late.stderr or ''}"
+        code, output = 124, f"timed out after {TIMEOUT} s\n{late.stdout or ''}{late.stderr or ''}"
     return code, output, time.perf_counter() - start
 
 
 def failures_of(docs: list[DocCommand], checkout: Path, env: dict[str, str]) -> list[str]:
     """Run each command in its stage order; what went wrong, one entry per failing command."""
-    failed, ran = [], []
+    failed = []
+    warm = WarmStart(checkout, env)
     for doc in sorted(docs, key=stage):  # sorted is stable: document order within a stage
         kind, why = classify(doc)
         if kind in ("synopsis", "name"):
             continue
         if NEEDS_SHARED.search(doc.command) and not SHARED_DATA.is_dir():
             continue  # the shared data is optional (conftest); the command reads it
-        code, output, seconds = _run(doc, kind, checkout, env)
+        code, output, seconds = _run(doc, kind, checkout, env, warm)
         if code != 0 and not SHARED_DATA.is_dir() and SHARED_REFUSAL in output:
             # it read the shared data through its config (a study whose jobs use data=gutenberg):
             # optional here, as for the lines that name it; tests/studies/test_sweeps.py skips alike
-            ran.append(f"{seconds:6.1f} s  skipped: no ../shared/data here  {doc.canonical}")
+            print(f"{seconds:6.1f} s  skipped: no ../shared/data here  {doc.canonical}", flush=True)
             continue
-        ran.append(f"{seconds:6.1f} s  exit {code:3d}  {kind:8s} {doc.canonical}")
+        # each line as it ends (-s or a failure shows them): a run cut short still shows where the time went
+        print(f"{seconds:6.1f} s  exit {code:3d}  {kind:8s} {doc.canonical}", flush=True)
         if kind == "refused":
             problem = one_line_refusal(code, output)
         else:
@@ -336,7 +378,7 @@ def failures_of(docs: list[DocCommand], checkout: Path, env: dict[str, str]) -> 
         if problem:
             failed.append(f"{doc.canonical!r} ({', '.join(doc.where)}; {kind}{': ' + why if why else ''}): "
                           f"{problem}\n    " + "\n    ".join(output.strip().splitlines()[-12:]))
-    print("\n".join(ran))
+    warm.close()
     return failed
 
 
