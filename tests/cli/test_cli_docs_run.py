@@ -337,18 +337,10 @@ class WarmStart:
         self.server.wait(timeout=60)
 
 
-def _run(doc: DocCommand, kind: str, checkout: Path, env: dict[str, str], warm: WarmStart) -> tuple[int, str, float]:
+def _run(doc: DocCommand, kind: str, warm: WarmStart) -> tuple[int, str, float]:
+    """Every documented line is `python -m ...` once `fixedcode` is spelled out (helpers/docs.STARTS)."""
     start = time.perf_counter()
-    words = argv(doc, kind)
-    if words[1] == "-m":  # `python -m fixedcode_study ...`, `python -m fixedcode_study.run ...`
-        code, output = warm.run(words[2:])
-        return code, output, time.perf_counter() - start
-    try:
-        done = subprocess.run(words, cwd=checkout, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT, stdin=subprocess.DEVNULL)
-        code, output = done.returncode, done.stdout + done.stderr
-    except subprocess.TimeoutExpired as late:
-        code, output = 124, f"timed out after {TIMEOUT} s\n{late.stdout or ''}{late.stderr or ''}"
+    code, output = warm.run(argv(doc, kind)[2:])
     return code, output, time.perf_counter() - start
 
 
@@ -362,7 +354,7 @@ def failures_of(docs: list[DocCommand], checkout: Path, env: dict[str, str]) -> 
             continue
         if NEEDS_SHARED.search(doc.command) and not SHARED_DATA.is_dir():
             continue  # the shared data is optional (conftest); the command reads it
-        code, output, seconds = _run(doc, kind, checkout, env, warm)
+        code, output, seconds = _run(doc, kind, warm)
         if code != 0 and not SHARED_DATA.is_dir() and SHARED_REFUSAL in output:
             # it read the shared data through its config (a study whose jobs use data=gutenberg):
             # optional here, as for the lines that name it; tests/studies/test_sweeps.py skips alike
