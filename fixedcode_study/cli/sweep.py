@@ -12,10 +12,9 @@ any job launches, so a bad combination stops the study in seconds, and the cost 
 (studies/cost.py). Overrides replace a grid key of the same name (`seed=1`, `model=test_micro`) or
 are added to every job (`train.tokens=65536 logger=csv`).
 
-`verbose=true` keeps every job's library output (Lightning, W&B, lm-eval) on the terminal;
-without it each job shows a progress bar (or a start line when jobs run side by side) and a result
-line, the rest going to <job>/run.log (fixedcode_study/console.py). A preempted study exits 143
-(studies/grids.py).
+`verbose=true` keeps every job's library output (Lightning, W&B, lm-eval) on the terminal; without
+it each job shows a progress bar (a start line when jobs run side by side) and a result line, the rest
+going to <job>/run.log (fixedcode_study/console.py). A preempted study exits 143 (studies/grids.py).
 """
 
 from __future__ import annotations
@@ -57,8 +56,7 @@ COMMAND = Command("sweep", __doc__, SweepOptions, overrides=True)
 
 
 def plan(study: Any, scale: str = "cpu", extra: Sequence[str] | None = None) -> list[Any]:
-    """Every job (studies.study.Job) of the study, composed as Hydra will compose it (its directory
-    and launcher from the Hydra config) and resolved into its JobSpec."""
+    """Every job (studies.study.Job) of the study, composed as Hydra will (directory, launcher), with its JobSpec."""
     from ..config import compose, plain
     from ..spec import JobSpec
     from ..studies.study import Job, distinct_jobs, in_job, job_overrides
@@ -84,7 +82,6 @@ def run_sweep(options: SweepOptions, overrides: list[str]) -> int:
         if overrides:  # `fixedcode sweep seed=1`: the study was forgotten, not a listing asked for
             raise ConfigError("study", "missing", "pass the study first: fixedcode sweep <study> " + " ".join(overrides))
         from ..studies.study import study_listing
-
         print("\n".join(study_listing()))
         return 0
     from ..studies.cost import describe_plan, job_facts
@@ -103,9 +100,8 @@ def run_sweep(options: SweepOptions, overrides: list[str]) -> int:
     if options.dry_run:
         return 0
     if all(p.state == COMPLETED for p in progress) and not any(job.spec.force for job in jobs):
-        # what each job would do is skip: not worth a launcher starting workers that import torch to say so
         print(f"[sweep] {study.name}: every job is already completed under these settings; nothing to launch "
-              f"(force=true retrains them); results in {jobs[0].job_dir.parent}")
+              f"(force=true retrains them); results in {jobs[0].job_dir.parent}")  # no launcher just to skip
         return 0
     require_devices(jobs, progress)  # a GPU study on a CPU machine: one line, before any job starts
     outcome = run_grids(study, scale, overrides)
