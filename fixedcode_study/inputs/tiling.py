@@ -71,13 +71,15 @@ def parse_scale(scale: Any) -> tuple[str, float | None]:
 
 
 def rows_distinct(values: np.ndarray) -> bool:
-    """True when every row of (N, K) is different (exact comparison of the stored numbers)."""
+    """True when every row of (N, K) is different (exact comparison of the stored numbers, -0.0 == 0.0)."""
     values = np.asarray(values)
     if len(values) < 2:
         return True
-    order = np.lexsort(values.T[::-1])  # sort rows lexicographically, then compare neighbours
-    ordered = values[order]
-    return not bool((ordered[1:] == ordered[:-1]).all(axis=1).any())
+    if values.dtype.kind == "f":
+        values = values + values.dtype.type(0)  # -0.0 + 0.0 is +0.0: equal numbers, equal bytes
+    # each row's bytes as one key: a 1-D sort, not K passes of a lexsort (10 s at 49,152 x 2,048)
+    rows = np.ascontiguousarray(values).view(np.dtype((np.void, values.shape[1] * values.itemsize))).ravel()
+    return len(np.unique(rows)) == len(values)
 
 
 def bit_rows_distinct(bits: np.ndarray) -> bool:
