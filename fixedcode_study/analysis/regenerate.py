@@ -1,7 +1,7 @@
 """Regenerate the committed reports from their committed job records, then the summary blocks.
 
     fixedcode regenerate                              # every report with runs/, then the blocks
-    fixedcode regenerate main compute_ladder          # those reports, then the blocks
+    fixedcode regenerate main                         # that report, then the blocks
     fixedcode regenerate summaries=true               # the blocks only (reads the tables: seconds)
     fixedcode regenerate check=true                   # exit 1 on a stale block or a claim outside one
     fixedcode regenerate main copy_from=SRC [copy_from=SRC ...]   # copy job records into the report

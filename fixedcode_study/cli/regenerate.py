@@ -2,7 +2,7 @@
 the generated blocks of README.md and docs/.
 
     fixedcode regenerate                              # every report that has runs/, then the blocks
-    fixedcode regenerate main compute_ladder          # those reports, then the blocks
+    fixedcode regenerate main                         # that report, then the blocks
     fixedcode regenerate summaries=true               # the blocks only (reads the committed tables: seconds)
     fixedcode regenerate check=true                   # exit 1 on a stale block or a finding written outside one
     fixedcode regenerate controls copy_from=outputs/multirun/controls   # copy a study's job records in

@@ -346,7 +346,7 @@ def _run(doc: DocCommand, kind: str, warm: WarmStart) -> tuple[int, str, float]:
 
 def failures_of(docs: list[DocCommand], checkout: Path, env: dict[str, str]) -> list[str]:
     """Run each command in its stage order; what went wrong, one entry per failing command."""
-    failed = []
+    failed, started = [], set()
     warm = WarmStart(checkout, env)
     for doc in sorted(docs, key=stage):  # sorted is stable: document order within a stage
         kind, why = classify(doc)
@@ -354,6 +354,9 @@ def failures_of(docs: list[DocCommand], checkout: Path, env: dict[str, str]) -> 
             continue
         if NEEDS_SHARED.search(doc.command) and not SHARED_DATA.is_dir():
             continue  # the shared data is optional (conftest); the command reads it
+        if tuple(argv(doc, kind)) in started:  # shrunk to a process already run (steps=8 and steps=12)
+            continue
+        started.add(tuple(argv(doc, kind)))
         code, output, seconds = _run(doc, kind, warm)
         if code != 0 and not SHARED_DATA.is_dir() and SHARED_REFUSAL in output:
             # it read the shared data through its config (a study whose jobs use data=gutenberg):
