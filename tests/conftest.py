@@ -89,6 +89,11 @@ def pytest_configure(config: pytest.Config) -> None:
     HERMETIC_ENV.update(HERMETIC_VALUES)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         HERMETIC_ENV.update(WORKER_VALUES)
+        # one token cache for all workers of this run (its builds take turns, data/prepare.py): a corpus
+        # is prepared once per run, not once per worker (gutenberg's BPE and tokens: ~40 s)
+        shared = root.parent.parent / "fixedcode_cache"
+        shared.mkdir(exist_ok=True)
+        HERMETIC_ENV["FIXEDCODE_CACHE"] = str(shared)
     HERMETIC_ENV["FIXEDCODE_TEST_ENV_ROOT"] = str(root)
     for key, value in HERMETIC_ENV.items():
         _saved.setdefault(key, os.environ.get(key))
@@ -106,6 +111,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         else:
             os.environ[key] = value
     _saved.clear()
+
+
+# The longest file of the slow tier (every documented command, one after another): queued first, so that
+# under `--dist loadfile --no-loadscope-reorder` (.ci/run's slow step) it starts at once on one worker
+# while the other worker runs the rest, instead of starting last.
+LONGEST_FIRST = "test_cli_docs_run.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name != LONGEST_FIRST)  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")
