@@ -27,7 +27,9 @@ most of their time.
 
 Commands run in stages (producers first: a command that trains or exports what a later one reads), in
 document order inside a stage, each once however often the docs repeat it; each prints its seconds as
-it ends (-s). The full run is in the slow tier; the classification checks are in the default suite.
+it ends (-s). The lines that read nothing another line makes (benchmarks, descriptions, dry runs, refusals)
+run in a second sandbox from test_cli_docs_run_standalone.py, beside this file on the other xdist worker.
+The full runs are in the slow tier; the classification checks are in the default suite.
 """
 
 from __future__ import annotations
@@ -209,6 +211,17 @@ def stage(doc: DocCommand) -> int:
     return next((s for s, pattern in STAGES if re.search(pattern, doc.canonical)), 2)
 
 
+# Lines that read nothing another documented line makes (benchmarks, descriptions, dry runs, refusals) run
+# in a sandbox of their own, from test_cli_docs_run_standalone.py: a second file, so that xdist runs the two
+# halves on its two workers at once (measured beside each other: about 650 s each).
+STANDALONE = re.compile(r"^fixedcode (bench|bench-input|bench-output|describe)\b|\bdry_run=true\b|--help$")
+
+
+def standalone(doc: DocCommand) -> bool:
+    kind = classify(doc)[0]
+    return kind == "refused" or bool(STANDALONE.search(shlex.join(argv(doc, kind)[2:]).replace("fixedcode_study", "fixedcode", 1)))
+
+
 def argv(doc: DocCommand, kind: str) -> list[str]:
     """The process to start: `fixedcode` as `python -m fixedcode_study`, `python` as this interpreter,
     plus the shrinking settings for a long run."""
@@ -377,11 +390,26 @@ def failures_of(docs: list[DocCommand], checkout: Path, env: dict[str, str]) -> 
     return failed
 
 
+def check_documented_commands(docs: list[DocCommand], base: Path) -> None:
+    checkout = make_sandbox(base)
+    failed = failures_of(docs, checkout, sandbox_env(checkout))
+    assert not failed, f"{len(failed)} documented commands failed:\n" + "\n".join(failed)
+
+
+def test_the_two_halves_are_every_documented_command():
+    runnable = [doc for doc in COMMANDS if classify(doc)[0] not in ("synopsis", "name")]
+    halves = [[doc for doc in runnable if standalone(doc) == alone] for alone in (False, True)]
+    assert all(len(half) >= 20 for half in halves), [len(half) for half in halves]
+    # what a later line reads (a trained study, an export, a probe) is made in the same sandbox
+    makers = [doc for doc in runnable if stage(doc) in (0, 1) and classify(doc)[0] != "refused"
+              and "dry_run=true" not in argv(doc, classify(doc)[0])]
+    assert makers and not any(standalone(doc) for doc in makers)
+
+
 @pytest.mark.slow
 def test_every_documented_command_runs_as_written(tmp_path):
-    checkout = make_sandbox(tmp_path)
-    failed = failures_of(COMMANDS, checkout, sandbox_env(checkout))
-    assert not failed, f"{len(failed)} documented commands failed:\n" + "\n".join(failed)
+    """The lines that train, and every line that reads what they make (the other half: the next file)."""
+    check_documented_commands([doc for doc in COMMANDS if not standalone(doc)], tmp_path)
 
 
 @pytest.mark.slow
