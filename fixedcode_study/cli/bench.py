@@ -7,7 +7,7 @@ Face's LlamaForCausalLM with the same weights; what is measured and how: systems
 examples:
   fixedcode bench                                             # cpu_tiny, all three inputs + HF
   fixedcode bench model=cpu_30m steps=8
-  fixedcode bench inputs=learned settings=all jobs=2          # eager/compiled x fp32/bf16 vs HF
+  fixedcode bench inputs=learned settings=all                 # eager/compiled x fp32/bf16 vs HF
   fixedcode bench model=paper_1p7b state_only=true            # AdamW state accounting (meta)
   fixedcode bench model=paper_1p7b train.batch_size=4 train.seq_len=2048  # on a GPU
 Settings come before or after the overrides; `input=NAME` benchmarks that one variant.
