@@ -26,7 +26,6 @@ from fixedcode_study.cli.analyze import main as cli_main
 from fixedcode_study.analysis.read.ladder import ladder_order
 from fixedcode_study.analysis.read.runs import load_run_dirs
 from fixedcode_study.analysis.stats.scaling import orders
-from fixedcode_study.analysis.results import compute
 from fixedcode_study.analysis.results import scaling as rs
 from fixedcode_study.analysis.tables import scaling as ts
 from fixedcode_study.analysis.tables.scaling_points import (
@@ -68,12 +67,38 @@ def write_ladder(root: Path, seeds=(1, 2, 3), noise=0.003) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ladder_report(tmp_path_factory):
+def ladder_run(tmp_path_factory):
+    """The ladder's report, and what its gap-vs-size figure was drawn from and drew (the report's own call
+    of figures/gap.py, run as it is, its arguments, result and figure kept for the figure's test)."""
+    from fixedcode_study.analysis.figures import gap
+
     root = tmp_path_factory.mktemp("ladder")
     sweep = write_ladder(root)
     out = root / "report"
-    # the ladder's gap is read only for a declared comparison (an undeclared one is exploratory)
-    assert cli_main([str(sweep), f"out={out}", "primary=binary16:learned"]) == 0
+    drawn = {}
+    real_figure, real_save = gap.gap_vs_size_figure, gap.save
+
+    def keep_figure(fig, *args, **kwargs):  # the real save, with the figure kept for its axes
+        drawn["fig"] = fig
+        return real_save(fig, *args, **kwargs)
+
+    def size_figure(study, points, out_dir, baseline):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(gap, "save", keep_figure)
+            made = real_figure(study, points, out_dir, baseline)
+        drawn.update(study=study, points=points, baseline=baseline, made=made)
+        return made
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gap, "gap_vs_size_figure", size_figure)
+        # the ladder's gap is read only for a declared comparison (an undeclared one is exploratory)
+        assert cli_main([str(sweep), f"out={out}", "primary=binary16:learned"]) == 0
+    return sweep, out, drawn
+
+
+@pytest.fixture(scope="module")
+def ladder_report(ladder_run):
+    sweep, out, _ = ladder_run
     return sweep, out
 
 
@@ -109,38 +134,29 @@ def test_tables_list_a_ladder_by_size_then_budget_not_by_run_directory_name(ladd
     assert learned_rows == expected
 
 
-@pytest.mark.slow
-def test_the_gap_vs_size_figure_never_joins_points_of_another_budget_or_size(ladder_report, tmp_path, monkeypatch):
+def test_the_gap_vs_size_figure_never_joins_points_of_another_budget_or_size(ladder_run):
     # Against parameters each line holds one budget; against FLOPs one model size (read/ladder.py's columns).
+    # The figure is the report's own: drawn from the report's comparison rows (results.size_gaps, with the
+    # sizes and FLOPs) while the fixture's report was written, so nothing is computed again here.
     import matplotlib.pyplot as plt
 
-    from fixedcode_study.analysis.figures import gap
-
-    sweep, out = ladder_report
-    study = load_run_dirs([sweep])
-    captured = {}
-    real_save = gap.save
-
-    def keep_figure(fig, *args, **kwargs):  # the real save, with the figure kept for its axes
-        captured["fig"] = fig
-        return real_save(fig, *args, **kwargs)
-
-    monkeypatch.setattr(gap, "save", keep_figure)
-    points = compute(study).size_gaps   # the report's own comparison rows, with the sizes and FLOPs
-    made = gap.gap_vs_size_figure(study, points, tmp_path, "learned")
-    params_ax, flops_ax = captured["fig"].axes[:2]
+    _, out, drawn = ladder_run
+    points, made = drawn["points"], drawn["made"]
+    assert drawn["baseline"] == "learned" and set(drawn["study"].included_jobs["model_size"]) == set(SIZES)
+    assert {f.parent for f in made.files} == {out / "figures"}
+    params_ax, flops_ax = drawn["fig"].axes[:2]
     for ax, held, varied in ((params_ax, "train_budget", "params.trainable"), (flops_ax, "model_size", "train_flops")):
         series = ax.containers  # one errorbar container per drawn line
         assert len(series) == 3  # binary16 at each of 3 budgets, or at each of 3 sizes
         for container in series:
             xs, ys = container.lines[0].get_data()
             assert len(xs) == 3
-            drawn = [points[np.isclose(points[varied], x) & np.isclose(points["delta"], y)] for x, y in zip(xs, ys)]
-            assert all(len(rows) == 1 for rows in drawn)
-            assert pd.concat(drawn)[held].nunique() == 1, container.get_label()
+            rows = [points[np.isclose(points[varied], x) & np.isclose(points["delta"], y)] for x, y in zip(xs, ys)]
+            assert all(len(row) == 1 for row in rows)
+            assert pd.concat(rows)[held].nunique() == 1, container.get_label()
     assert "no line joins points that differ in both" in made.caption
     assert "no line joins" in (out / "report.md").read_text()
-    plt.close(captured["fig"])
+    plt.close(drawn["fig"])
 
 
 def test_a_preset_split_by_a_width_override_is_named_by_it(tmp_path):
@@ -326,23 +342,27 @@ def test_a_real_tiny_ladder_trained_with_run_gets_a_scaling_section(tmp_path):
     from helpers import SMALL_VAL
     from helpers.cli import run_cli
 
-    proc = run_cli(["-m", "model=test_micro", "input=learned,binary16", "seed=1,2", "model.d_model=32,64",
-                    "train.tokens=4096,16384", "train.batch_size=8", "train.val_points=3", "logger=csv", SMALL_VAL,
-                    "name=tiny_ladder", f"out_root={tmp_path}"], cwd=tmp_path)
+    # 2 widths x 2 budgets x 2 inputs, one seed: what the section reads of a real run (parameters, tokens
+    # seen, FLOPs per token, the width override as a size) does not need a second seed. 2 and 4 steps; the
+    # jobs one after another in this process, on one thread (launcher and threads are out of the job key).
+    proc = run_cli(["-m", "model=test_micro", "input=learned,binary16", "seed=1", "model.d_model=32,64",
+                    "train.tokens=1024,2048", "train.batch_size=8", "train.val_points=2", "logger=csv", SMALL_VAL,
+                    "hydra/launcher=basic", "threads=1", "name=tiny_ladder", f"out_root={tmp_path}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     sweep = tmp_path / "multirun" / "tiny_ladder"
     out = tmp_path / "report"
     assert cli_main([str(sweep), f"out={out}"]) == 0
     text = section((out / "report.md").read_text(), "Scaling")
     laws = pd.read_csv(out / "tables" / "scaling_laws.csv")
-    assert laws["flags"].str.startswith("not fitted: five parameters need at least 3").all()   # 2 x 2
+    assert laws["flags"].str.startswith("not fitted: five parameters need at least 3").all()
+    assert laws["flags"].str.contains("(here 2 x 2)", regex=False).all()   # the widths and budgets read as a ladder
     # a 2 x 2 ladder: no cell-mean fit (it needs 3 sizes and 3 budgets), and the caveats say why
     assert "no design-respecting gap fit (ladder gap: needs at least 3 sizes and 3 budgets" in \
         (out / "report.md").read_text()
     pred = pd.read_csv(out / "tables" / "scaling_predictions.csv")
     assert pred.loc[pred["method"] == rs.GAP_LINE, "flags"].str.startswith("not fitted").all()
     runs = set(pd.read_csv(out / "tables" / "scaling_jobs.csv")["run"])
-    assert len(runs) == 16 and all((Path(r) / "results.json").is_file() for r in runs)
+    assert len(runs) == 8 and all((Path(r) / "results.json").is_file() for r in runs)
     assert "## Scaling" in text
 
 
