@@ -178,14 +178,16 @@ def _wandb_matches_metrics(job: Path, res: dict) -> bool:
 
 @pytest.mark.slow
 def test_sigterm_and_kill9_of_the_sweep_leave_preempted_jobs_that_a_rerun_resumes(sweep, tmp_path):
-    # Two long jobs and a short third. 2^18 tokens: the long jobs train for tens of seconds, so both
-    # are still training when both have checkpointed and the forwarded signal reaches them, even when
-    # one worker starts seconds after the other on a loaded machine (at 2^16 the first job could
-    # finish before the second's first checkpoint, and the signal found it done; on a loaded 2-core
-    # box the jobs trained ~100 more steps between the SIGTERM and their preemption). The third job
-    # only has to wait through attempts 1 and 2 and run in attempt 3: 2^12 tokens. The corpus is the
-    # one the `sweep` fixture prepared (data.cache_dir is out of the job key): nothing to prepare.
-    long = 2**18
+    # Two long jobs and a short third. 3 x 2^16 tokens (384 steps): the long jobs train for 20 s or
+    # more, so both are still training when both have checkpointed and the forwarded signal reaches
+    # them, even when one worker starts seconds after the other on a loaded machine (at 2^16 the first
+    # job could finish before the second's first checkpoint, and the signal found it done; on a loaded
+    # 2-core box the jobs trained ~100 more steps between the SIGTERM and their preemption: the sweep's
+    # handler imports Lightning first. Measured at load 4-7 on 2 cores: preempted at steps 107-157, so
+    # a 512-step job left 3/4 of its training to attempt 3). The third job only has to wait through
+    # attempts 1 and 2 and run in attempt 3: 2^12 tokens. The corpus is the one the `sweep` fixture
+    # prepared (data.cache_dir is out of the job key): nothing to prepare.
+    long = 3 * 2**16
     cache = sweep[0].parents[1] / "cache"  # the fixture's data.cache_dir
     assert any(cache.iterdir())
     args = ["-m", f"train.tokens={long},{long - 4096},4096", "model=test_micro", "logger=wandb", "train.batch_size=8",

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
+from helpers import SMALL_VAL
+from helpers.cli import fixedcode
 
 from fixedcode_study.cli import sweep as command
 from fixedcode_study.config import compose
@@ -17,6 +18,7 @@ from fixedcode_study.errors import ConfigError
 from fixedcode_study.studies import cost
 from fixedcode_study.studies import study as studies
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 STUDIES = ["main", "code_width", "gf2_matrices", "scale_matching", "controls", "model_size", "tuned_lr"]
 
 
@@ -24,11 +26,26 @@ def keys(jobs) -> set[str]:
     return {j.job_dir.name for j in jobs}
 
 
+GUTENBERG = REPO_ROOT.parent / "shared" / "data" / "corpus" / "gutenberg"
+BOOKS = 8  # the smallest books of the sample: ~0.5 MB, a full 4,096-token BPE, 7 books to train on and 1 held out
+
+
 @pytest.fixture(scope="module")
 def out_root(tmp_path_factory):
+    """FIXEDCODE_OUT for the planned jobs, and FIXEDCODE_GUTENBERG (conf/data/gutenberg.yaml's folder) set
+    to a few books of the sample: a study's jobs, their count and directories do not depend on the books
+    (job keys are the overrides), but a spelling input's code is computed from the job's tokenizer, and
+    preparing the whole 69 MB sample for it (its BPE and tokens) was most of the planning of
+    input_continuum. `fixedcode sweep input_continuum dry_run=true` on the whole sample is run by the
+    documented-commands runner (tests/cli/test_cli_docs_run.py)."""
     with pytest.MonkeyPatch.context() as mp:
         root = tmp_path_factory.mktemp("sweep_out")
         mp.setenv("FIXEDCODE_OUT", str(root))
+        if GUTENBERG.is_dir():  # else the spelling arms' data has "no files match" and `planned` skips them
+            books = tmp_path_factory.mktemp("gutenberg_books")
+            for path in sorted(GUTENBERG.glob("*.txt"), key=lambda p: (p.stat().st_size, p.name))[:BOOKS]:
+                (books / path.name).symlink_to(path)
+            mp.setenv("FIXEDCODE_GUTENBERG", str(books))
         yield root
 
 
@@ -286,18 +303,20 @@ def test_format_value_keeps_strings_strings():
 @pytest.mark.slow
 def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
     """Every control variant really trains through the launcher -> run -m -> Lightning, lands in one
-    study directory, records its properties, is readable by analysis, and a re-run skips it."""
-    env = {**os.environ, "FIXEDCODE_OUT": str(tmp_path / "out"), "FIXEDCODE_CACHE": str(tmp_path / "cache"),
-           "WANDB_MODE": "disabled"}
+    study directory, records its properties, is readable by analysis, and a re-run skips it.
+
+    `fixedcode sweep` runs in this process (helpers.cli: its exit code and terminal, as a subprocess
+    gives them); each grid's `run -m` is a process of its own, as always. The jobs validate on the
+    small held-out split the test suite shares (helpers.SMALL_VAL), in the session's token cache."""
+    monkeypatch.setenv("FIXEDCODE_OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("WANDB_MODE", "disabled")
     extra = ["seed=1", "model=test_micro", "logger=csv", "train.tokens=2048", "train.batch_size=4",
-             "train.val_points=2", "train.log_every=2", "train.val_batch_size=128"]
-    cmd = [sys.executable, "-m", "fixedcode_study", "sweep", "controls", *extra]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
+             "train.val_points=2", "train.log_every=2", "train.val_batch_size=128", SMALL_VAL]
+    proc = fixedcode(["sweep", "controls", *extra])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     study_dir = tmp_path / "out" / "multirun" / "controls"
     results = {p.parent.name: json.loads(p.read_text()) for p in study_dir.glob("*/results.json")}
     inputs = studies.load_study("controls").grids[0]["input"]
-    monkeypatch.setenv("FIXEDCODE_OUT", str(tmp_path / "out"))
     planned = command.plan(studies.load_study("controls"), "cpu", extra)
     assert set(results) == keys(planned) and len(results) == len(inputs)
     by_input = {r["input"]: r for r in results.values()}
@@ -320,7 +339,7 @@ def test_controls_study_end_to_end_tiny(tmp_path, monkeypatch):
     loaded = load_run_dirs([study_dir])
     assert set(loaded.jobs["input"]) == set(inputs) and loaded.jobs["included"].all()
 
-    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    again = fixedcode(["sweep", "controls", *extra])
     assert again.returncode == 0 and "every job is already completed under these settings" in again.stdout
     assert "[HYDRA] Launching" not in again.stdout + again.stderr  # nothing left to launch, so nothing launched
     assert {p.parent.name: json.loads(p.read_text()) for p in study_dir.glob("*/results.json")} == results
@@ -334,15 +353,13 @@ def test_a_resumed_study_says_what_is_done_and_times_the_rest_from_its_own_jobs(
     study_file = tmp_path / "tiny.yaml"
     study_file.write_text("name: tiny\ndescription: two budgets of one arm\njobs: {cpu: 2, paper: 2}\n"
                           "grids:\n  - train.tokens: [2048, 4096]\n    input: binary16\n")
-    extra = ["model=test_micro", "logger=csv", "train.batch_size=4", "train.val_points=1", "train.log_every=2",
-             "train.val_batch_size=128", "seed=1"]
-    env = {**os.environ, "FIXEDCODE_OUT": str(tmp_path / "out"), "FIXEDCODE_CACHE": str(tmp_path / "cache"),
-           "WANDB_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-m", "fixedcode_study", "sweep", str(study_file), "train.tokens=2048",
-                           *extra], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # the small held-out split the suite shares (helpers.SMALL_VAL), in the session's token cache; no more
+    # overrides, so that the job keys stay readable (under the 120 characters config.job_key spells out)
+    extra = ["model=test_micro", "logger=csv", "train.batch_size=4", "train.val_points=1", "seed=1", SMALL_VAL]
     monkeypatch.setenv("FIXEDCODE_OUT", str(tmp_path / "out"))
-    monkeypatch.setenv("FIXEDCODE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    proc = fixedcode(["sweep", str(study_file), "train.tokens=2048", *extra])  # in this process; run -m is its own
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert command.main([str(study_file), "dry_run=true", *extra]) == 0
     out = capsys.readouterr().out
     assert "on disk: 1 of 2 jobs completed under these settings (a launch skips them)" in out
