@@ -43,22 +43,27 @@ def _bench(out_dir, *args: str, timeout: float = 600) -> tuple[dict, str]:
 
 @pytest.fixture(scope="module")
 def default_bench(tmp_path_factory) -> tuple[dict, str]:
-    """`fixedcode bench` at its defaults (settings, inputs, schedule, the reference) on test_micro, with
-    two jobs side by side: read by the smoke test and by the side-by-side test of one setting."""
+    """`fixedcode bench` at its defaults (settings, inputs, schedule, the reference, one job) on
+    test_micro: read by the smoke test and by the side-by-side test of one setting. (Jobs side by side
+    are the two-precision report's: the same fp32 learned job, x2, and bf16's.)"""
     pytest.importorskip("transformers")
     return _bench(tmp_path_factory.mktemp("default_bench"), "model=test_micro", "train.batch_size=4", "steps=2",
-                  "warmup=1", "memory_steps=1", "threads=1", "jobs=2")
+                  "warmup=1", "memory_steps=1", "threads=1")
 
 
 @pytest.fixture(scope="module")
 def compiled_default_bench(tmp_path_factory) -> tuple[dict, str]:
     """`fixedcode bench` at its defaults where the job `run` would train is compiled, as cpu_tiny's is:
     test_micro is under train.compile_min_flops, so train.compile=true makes its default resolve the
-    way cpu_tiny's does (inputs=learned only: each compiled fit compiles afresh, three per model, and
-    the fixed inputs add nothing to what is tested). Read by the two compiled tests."""
+    way cpu_tiny's does (inputs=learned only: each compiled fit compiles afresh, and the fixed inputs
+    add nothing to what is tested). The fewest compiles that show it: one block (every block compiles
+    to the same kernels), one timed step after the warm-up one (one pass: the abba split is the
+    eager smoke test's), so each model compiles twice, for its timed fit and its memory fit. Read by
+    the two compiled tests."""
     pytest.importorskip("transformers")
-    return _bench(tmp_path_factory.mktemp("compiled_default_bench"), "model=test_micro", "train.compile=true",
-                  "inputs=learned", "train.batch_size=4", "steps=2", "warmup=1", "memory_steps=1", "threads=1")
+    return _bench(tmp_path_factory.mktemp("compiled_default_bench"), "model=test_micro", "model.n_layer=1",
+                  "train.compile=true", "inputs=learned", "train.batch_size=4", "steps=1", "warmup=1",
+                  "memory_steps=1", "threads=1")
 
 
 @pytest.mark.slow
@@ -165,29 +170,22 @@ def test_reference_runs_once_per_precision_and_compile():
 
 
 @pytest.mark.slow
-def test_bench_rows_use_their_own_models_flops(tmp_path):
+def test_bench_rows_use_their_own_models_flops(precisions_bench):
     """A size-matched body costs more FLOPs per token than the preset: its row's FLOPs and MFU come
-    from the model actually built for it, not from the first variant's preset."""
-    overrides = ["model=test_micro", "train.batch_size=4"]
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(  # a process of its own: the memory meter retunes malloc for the rest of a process
-        [sys.executable, "-m", "fixedcode_study", "bench", *overrides, "inputs=learned,binary16_sizematched",
-         "reference=false", "steps=1", "warmup=0", "memory_steps=1", "threads=1",
-         f"json={out}"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads(out.read_text())
+    from the model actually built for it, not from the first variant's preset (in either precision;
+    the two-precision report below, whose inputs are learned and binary16_sizematched)."""
+    report = precisions_bench
     rows = {v["name"]: v for v in report["variants"]}
-    assert set(rows) == {"learned", "binary16_sizematched"}
     built = {}
-    for name, spec in variant_specs(overrides, list(rows)).items():
+    for name, spec in variant_specs(list(PRECISIONS_OVERRIDES), ["learned", "binary16_sizematched"]).items():
         with torch.device("meta"):
             built[name] = flops_per_token(build_decoder(spec.model).config, report["seq_len"])["total"]
+    built[REFERENCE] = built["learned"]  # converted from the learned model: the preset's
     assert built["binary16_sizematched"] > built["learned"] == report["flops_per_token"]  # the preset's
+    assert {v["model_name"] for v in rows.values()} == set(built)
     for name, v in rows.items():
-        assert v["flops_per_token"] == built[name], name
-        assert v["mfu"] == pytest.approx(v["tokens_per_s"] * built[name] / v["peak_flops"]), name
+        assert v["flops_per_token"] == built[v["model_name"]], name
+        assert v["mfu"] == pytest.approx(v["tokens_per_s"] * built[v["model_name"]] / v["peak_flops"]), name
 
 
 def test_bench_rejects_unknown_option(capsys):
@@ -322,14 +320,22 @@ def test_timed_step_runs_through_language_model_task(name, tmp_path):
     assert rec.optimizer_param_ids["head"] == [id(named[head])]
 
 
-def _settings_report(tmp_path, settings: str, jobs: int) -> dict:
-    """Eager settings only: one step per fit (no warm-up, so one pass) and per side-by-side job."""
-    report, _ = _bench(tmp_path, "model=test_micro", "train.batch_size=4", "inputs=learned", f"settings={settings}",
-                       f"jobs={jobs}", "steps=1", "warmup=0", "memory_steps=1", "threads=1")
+PRECISIONS_OVERRIDES = ("model=test_micro", "train.batch_size=4")
+
+
+@pytest.fixture(scope="module")
+def precisions_bench(tmp_path_factory) -> dict:
+    """fp32 and bf16 side by side, two jobs each, for the learned input and a size-matched body (whose
+    own FLOPs its rows must use): eager settings only, one step per fit (no warm-up, so one pass) and
+    per side-by-side job. Read by the two-precision test and the FLOPs-per-row test."""
+    pytest.importorskip("transformers")
+    report, _ = _bench(tmp_path_factory.mktemp("precisions_bench"), *PRECISIONS_OVERRIDES,
+                       "inputs=learned,binary16_sizematched", "settings=fp32,bf16", "jobs=2", "steps=1", "warmup=0",
+                       "memory_steps=1", "threads=1")
     return report
 
 
-def _check_settings_rows(report: dict, settings: list[str], models: tuple[str, ...] = ("learned", "hf_llama")) -> dict:
+def _check_settings_rows(report: dict, settings: list[str], models: tuple[str, ...], jobs: int) -> dict:
     rows = {v["name"]: v for v in report["variants"]}
     suffixes = [f"@{s}" for s in settings] if len(settings) > 1 else [""]  # one setting: plain names
     assert set(rows) == {name + sfx for sfx in suffixes for name in models}
@@ -342,9 +348,9 @@ def _check_settings_rows(report: dict, settings: list[str], models: tuple[str, .
         assert v["tokens_per_s_vs_reference"] == pytest.approx(v["tokens_per_s"] / fastest["tokens_per_s"])
         assert v["compile_s"] == 0.0  # eager settings compile nothing
     side = {v["setting"]: v for v in report["side_by_side"]}
-    assert set(side) == set(settings)
+    assert set(side) == (set(settings) if jobs > 1 else set())  # one job: no aggregate rows
     for v in side.values():  # two jobs, each with its own median step; the row is their sum
-        assert v["jobs"] == 2 and len(v["per_job_step_ms_median"]) == 2
+        assert v["jobs"] == jobs and len(v["per_job_step_ms_median"]) == jobs
         assert v["tokens_per_s"] == pytest.approx(sum(4 * 64 * 1e3 / ms for ms in v["per_job_step_ms_median"]))
     return rows
 
@@ -352,21 +358,22 @@ def _check_settings_rows(report: dict, settings: list[str], models: tuple[str, .
 @pytest.mark.slow
 def test_bench_settings_side_by_side(default_bench):
     """A setting side by side with the reference: its MFU is over that precision's measured peak, every
-    row is compared with the fastest reference row, and --jobs adds aggregate rows. (One setting, fp32,
-    test_micro's default: the smoke test's run; the slow test below runs both precisions.)"""
+    row is compared with the fastest reference row, and one job adds no aggregate row. (One setting,
+    fp32, test_micro's default: the smoke test's run; the slow test below runs both precisions, and
+    --jobs=2's aggregate rows of each.)"""
     report, _ = default_bench
     assert [s["name"] for s in report["settings"]] == ["fp32"]
     assert set(report["peaks"]) == {"torch.float32"}
-    _check_settings_rows(report, ["fp32"], models=("learned", "binary16", "gf2", "hf_llama"))
+    _check_settings_rows(report, ["fp32"], models=("learned", "binary16", "gf2", "hf_llama"), jobs=1)
 
 
 @pytest.mark.slow
-def test_bench_settings_side_by_side_in_both_precisions(tmp_path):
+def test_bench_settings_side_by_side_in_both_precisions(precisions_bench):
     """fp32 and bf16 rows in one report, each against its own peak; the first loss agrees across precisions."""
-    pytest.importorskip("transformers")
-    report = _settings_report(tmp_path, "fp32,bf16", jobs=2)
+    report = precisions_bench
     assert set(report["peaks"]) == {"torch.float32", "torch.bfloat16"}
-    rows = _check_settings_rows(report, ["fp32", "bf16"])
+    rows = _check_settings_rows(report, ["fp32", "bf16"], models=("learned", "binary16_sizematched", "hf_llama"),
+                                jobs=2)
     # Same weights, same batch: the first loss agrees across precisions to bf16 rounding.
     assert rows["learned@bf16"]["first_loss"] == pytest.approx(rows["learned@fp32"]["first_loss"], abs=2e-2)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 
 import pytest
 import torch
@@ -208,15 +209,17 @@ PRECISIONS = ["32-true", pytest.param("bf16-mixed", marks=pytest.mark.skipif(
     not native_bf16(), reason="this CPU has no bf16 instructions (emulated bf16 is minutes per step)"))]
 
 
-# The compiled jobs of the two tests below: cpu_tiny (test_micro's kernels never showed the drift) at 2
-# threads, 8 steps, checkpoints every 2 steps and the step-4 one kept (the resume test kills after it).
-# With issue 26's bug planted back (the learned input layer compiled too: speed.compile_model), two runs
-# of this job differed in their last bits 3 times of 3 and the resume test failed; train metrics are
-# logged every 2 steps so that metrics.csv holds a row at each checkpoint. The compile threshold is
-# lowered instead of train.compile=true: the path `auto` takes.
-COMPILED_2T = ["model=cpu_tiny", "input=learned", "logger=csv", "train.tokens=16384", "train.val_points=2",
-               "train.log_every=2", SMALL_VAL, "train.compile_min_flops=0", "threads=2", "seed=7",
-               "checkpoint.every_steps=2", "checkpoint.keep_every_steps=4"]
+# The compiled jobs of the two tests below: test_micro cut to one block (each block compiles to the same
+# kernels; fewer kernels to build) at 2 threads and 2048 tokens a step (batch 32 x 64: at its test batch
+# of 8 x 64 test_micro never showed the drift), 8 steps, checkpoints every 2 steps and the step-4 one
+# kept (the resume test kills after it). With issue 26's bug planted back (the learned input layer
+# compiled too: speed.compile_model), two runs of this job differed in their last bits 3 times of 3 (as
+# the cpu_tiny job this one replaces did) and the resume test failed; train metrics are logged every 2
+# steps so that metrics.csv holds a row at each checkpoint. The compile threshold is lowered instead of
+# train.compile=true: the path `auto` takes.
+COMPILED_2T = ["model=test_micro", "model.n_layer=1", "train.batch_size=32", "input=learned", "logger=csv",
+               "train.tokens=16384", "train.val_points=2", "train.log_every=2", SMALL_VAL, "train.compile_min_flops=0",
+               "threads=2", "seed=7", "checkpoint.every_steps=2", "checkpoint.keep_every_steps=4"]
 
 
 @pytest.fixture(scope="module")
@@ -297,21 +300,38 @@ def test_a_compiled_two_thread_job_killed_with_sigkill_resumes_bitwise(tmp_path,
 @pytest.mark.slow
 def test_keeping_freed_memory_sets_glibcs_malloc_once_and_can_be_left_alone():
     """training/speed.py keep_freed_memory: mallopt's three settings on glibc (each returns 1), once
-    per process; FIXEDCODE_KEEP_FREED_MEMORY=0 leaves malloc as it is. A process of its own each
-    time, as the setting is process-wide."""
+    per process; FIXEDCODE_KEEP_FREED_MEMORY=0 leaves malloc as it is; a bad value stops with one line
+    naming the variable. The setting is process-wide, so it is read in a process of its own (not this
+    one), one process for the three values: malloc is left alone (0) and the bad value refused before
+    the default sets it, and the once-per-process cache is cleared between them."""
     import subprocess
 
-    code = ("from fixedcode_study.training.speed import keep_freed_memory as k; "
-            "print(k(), k(), k.cache_info().misses)")
-    for env, expected in (({}, f"{sys.platform.startswith('linux')} {sys.platform.startswith('linux')} 1"),
-                          ({"FIXEDCODE_KEEP_FREED_MEMORY": "0"}, "False False 1")):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env={**os.environ, **env})
-        assert out.stdout.strip() == expected, out.stderr
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "FIXEDCODE_KEEP_FREED_MEMORY": "no"})
-    assert out.returncode != 0 and out.stderr.strip().splitlines()[-1].endswith(
-        "FIXEDCODE_KEEP_FREED_MEMORY: got 'no'; set it to 1 (keep, the default) or 0 (leave malloc as it is)")
+    code = textwrap.dedent("""
+        import os
+        from fixedcode_study.errors import ConfigError
+        from fixedcode_study.training.speed import keep_freed_memory as k
+
+        def once(value):
+            if value is None:
+                os.environ.pop("FIXEDCODE_KEEP_FREED_MEMORY", None)
+            else:
+                os.environ["FIXEDCODE_KEEP_FREED_MEMORY"] = value
+            k.cache_clear()
+            try:
+                return f"{k()} {k()} {k.cache_info().misses}"
+            except ConfigError as e:
+                return f"error: {e}"
+
+        for value in ("0", "no", None):
+            print(once(value))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    left_alone, refused, kept = out.stdout.strip().splitlines()
+    assert left_alone == "False False 1", out.stderr
+    assert refused == ("error: FIXEDCODE_KEEP_FREED_MEMORY: got 'no'; set it to 1 (keep, the default) or 0 "
+                       "(leave malloc as it is)")
+    linux = sys.platform.startswith("linux")
+    assert kept == f"{linux} {linux} 1", out.stderr
 
 
 @pytest.mark.slow
