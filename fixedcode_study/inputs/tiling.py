@@ -83,11 +83,5 @@ def rows_distinct(values: np.ndarray) -> bool:
 
 
 def bit_rows_distinct(bits: np.ndarray) -> bool:
-    """rows_distinct for (N, K) 0/1 uint8 rows, fast at N = 49,152: each row packed into bytes."""
-    packed = np.packbits(bits, axis=1, bitorder="little")  # (N, ceil(K/8)) bytes
-    if packed.shape[1] <= 8:  # one uint64 key per row: a fast 1-D unique
-        packed = np.pad(packed, ((0, 0), (0, 8 - packed.shape[1])))
-        keys = np.ascontiguousarray(packed).view(np.uint64).ravel()
-    else:
-        keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1]))).ravel()
-    return len(np.unique(keys)) == len(bits)
+    """rows_distinct for (N, K) 0/1 uint8 rows, each row packed into bytes first."""
+    return rows_distinct(np.packbits(bits, axis=1, bitorder="little"))
